@@ -1,0 +1,62 @@
+"""Shared command-line plumbing: argument types, and one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from hogwild.errors import UsageError
+
+
+def positive_int(text: str) -> int:
+    value = _parse(int, text, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    value = _parse(int, text, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _parse(float, text, "a number")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
+    return value
+
+
+def unit_float(text: str) -> float:
+    value = _parse(float, text, "a number")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _parse(kind: type, text: str, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+
+
+def run_cli(parser: argparse.ArgumentParser, main: Callable[[argparse.Namespace], int],
+            argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run ``main``; a :class:`UsageError` becomes ``prog: error: msg``, exit 2."""
+    args = parser.parse_args(argv)
+    setup_logging()
+    try:
+        return main(args)
+    except UsageError as e:
+        print(f"{parser.prog}: error: {e}", file=sys.stderr)
+        return 2

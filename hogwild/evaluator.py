@@ -1,0 +1,120 @@
+"""Score the shared model while training runs, in a process of its own.
+
+The evaluator is started with ``spawn`` (never ``fork``: CUDA cannot be used in a
+forked child) and holds its own copy of the model, on the GPU when there is one. The
+main process offers it snapshots of the flat shared parameters through a
+:class:`~hogwild.pool.BufferPool` of CPU shared-memory slots; the evaluator copies a
+snapshot onto its device, hands the slot back at once and scores its copy. No CUDA
+tensor ever crosses a process boundary, so PyTorch's CUDA-sharing rules (the producer
+must outlive the consumer's use) are met trivially. Training never waits: a snapshot is
+offered only when a slot is free, otherwise that evaluation is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+from hogwild.errors import UsageError
+from hogwild.flat import flatten_parameters
+from hogwild.pool import BufferPool
+from hogwild.procs import FailurePolicy, WorkerContext, WorkerGroup
+
+log = logging.getLogger(__name__)
+
+ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` means CUDA when available; asking for CUDA without one is a usage error."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--eval-device cuda: no CUDA device is available (try auto or cpu)")
+    if name not in ("cpu", "cuda"):
+        raise UsageError(f"--eval-device must be auto, cpu or cuda, not {name!r}")
+    return torch.device(name)
+
+
+def _evaluate_forever(ctx: WorkerContext, build: Callable[[], nn.Module], score: ScoreFn,
+                      pool: BufferPool, results: Any, device: str) -> None:
+    dev = torch.device(device)
+    model = build().to(dev).eval()
+    flat = flatten_parameters(model)
+    results.put(("started", str(dev)))
+    while not ctx.should_stop():
+        slot = pool.receive(timeout=0.2)
+        if slot is None:
+            continue
+        view = pool.view(slot)
+        flat.copy_(view["params"])
+        step = int(view["step"])
+        pool.release(slot)
+        with torch.no_grad():
+            metrics = score(model, dev, step)
+        results.put(("scored", step, metrics))
+
+
+class Evaluator:
+    """A spawned process that scores parameter snapshots and reports back to the main process."""
+
+    def __init__(self, build: Callable[[], nn.Module], score: ScoreFn, numel: int, *,
+                 device: str = "auto", seed: int = 0, slots: int = 2,
+                 policy: FailurePolicy | None = None) -> None:
+        self.device = resolve_device(device)
+        ctx = mp.get_context("spawn")
+        self.pool = BufferPool({"params": ((numel,), torch.float32), "step": ((), torch.int64)},
+                               producers=1, slots=slots, ctx=ctx)
+        self.results = ctx.SimpleQueue()
+        self.group = WorkerGroup(
+            _evaluate_forever, (build, score, self.pool, self.results, str(self.device)),
+            num_workers=1, seed=seed, start_method="spawn", name="evaluator",
+            policy=policy or FailurePolicy("restart", max_restarts=3),
+            on_restart=lambda _rank: self.pool.reset_producer(0),
+        )
+        self.device_used: str | None = None
+        self.snapshots: dict[int, torch.Tensor] = {}
+
+    def start(self) -> Evaluator:
+        self.group.start()
+        return self
+
+    def offer(self, params: torch.Tensor, step: int) -> bool:
+        """Send a snapshot if the evaluator has a free slot; never blocks training."""
+        with self.pool.producer(0).try_message() as msg:
+            if msg is None:
+                return False
+            msg["params"].copy_(params)
+            msg["step"].fill_(step)
+        # Keep what was scored, so the caller can checkpoint the parameters behind a score.
+        self.snapshots[step] = params.detach().clone()
+        while len(self.snapshots) > self.pool.slots + 2:
+            self.snapshots.pop(next(iter(self.snapshots)))
+        return True
+
+    def waitables(self) -> list[Any]:
+        return [self.results._reader, *self.group.sentinels()]
+
+    def collect(self, ready: Sequence[Any] = ()) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
+        """Scores that have arrived, as ``(step, metrics, parameters scored)``; checks the process."""
+        out = []
+        while not self.results.empty():
+            msg = self.results.get()
+            if msg[0] == "started":
+                self.device_used = msg[1]
+                log.info("evaluator running on %s", msg[1])
+            else:
+                _, step, metrics = msg
+                out.append((step, metrics, self.snapshots.pop(step, None)))
+        self.group.check(ready)
+        return out
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.group.stop(timeout)
+        self.pool.close()
+        self.results.close()

@@ -1,0 +1,51 @@
+"""One contiguous buffer for all of a model's parameters (and one for their gradients).
+
+Hogwild! updates are cheapest when the whole model is a single tensor: an optimizer
+step, a gradient-norm clip or a parameter copy is then a handful of vector ops, not a
+Python loop over layers. Parameters and gradients stay ordinary ``nn.Parameter``
+views, so the model's forward, ``state_dict`` and autograd are untouched.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def flatten_parameters(module: nn.Module) -> torch.Tensor:
+    """Re-home every parameter of ``module`` as a view into one new flat tensor."""
+    params = list(module.parameters())
+    if not params:
+        raise ValueError("module has no parameters")
+    dtypes = {p.dtype for p in params}
+    if len(dtypes) != 1:
+        raise ValueError(f"parameters must share one dtype, found {sorted(map(str, dtypes))}")
+    flat = torch.cat([p.detach().reshape(-1) for p in params])
+    _assign_views(params, flat, grad=False)
+    return flat
+
+
+def attach_flat_grad(module: nn.Module, flat: torch.Tensor) -> torch.Tensor:
+    """Give every parameter a ``.grad`` that is a view into one zeroed flat tensor.
+
+    Autograd accumulates into an existing ``.grad`` in place, so after ``backward()``
+    the returned tensor holds the whole gradient. Zero it with ``grad.zero_()``; never
+    call ``module.zero_grad()``, which would replace the views with ``None``.
+    """
+    grad = torch.zeros_like(flat)
+    _assign_views(list(module.parameters()), grad, grad=True)
+    return grad
+
+
+def _assign_views(params: list[nn.Parameter], flat: torch.Tensor, grad: bool) -> None:
+    offset = 0
+    for p in params:
+        n = p.numel()
+        view = flat[offset : offset + n].view_as(p)
+        if grad:
+            p.grad = view
+        else:
+            p.data = view
+        offset += n
+    if offset != flat.numel():
+        raise ValueError(f"flat tensor has {flat.numel()} elements, parameters {offset}")

@@ -1,0 +1,180 @@
+"""A fixed pool of shared-memory buffers recycled between producers and one consumer.
+
+PyTorch's multiprocessing notes advise reusing the buffers passed through queues: with
+the default ``file_descriptor`` sharing strategy, every tensor put on a queue costs a
+file-descriptor handshake (~150-270 us for 5 KB here) while an integer index costs
+~17 us. So the tensors are allocated and shared once, up front, and only slot indices
+travel, through ``SimpleQueue``s (no feeder threads to deadlock at exit).
+
+Each producer owns its own slots and its own *free*/*full* queue pair. That costs
+nothing and buys robustness: a ``SimpleQueue``'s locks are not released when a process
+holding them is killed, so with shared queues one ``kill -9`` could wedge every other
+producer. With one pair per producer a dead producer can only lose its own pair, which
+:meth:`BufferPool.reset_producer` replaces.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
+
+import torch
+
+Layout = Mapping[str, tuple[Sequence[int], torch.dtype]]
+
+
+class PoolTimeout(TimeoutError):
+    """No slot became free (or no message arrived) within the timeout."""
+
+
+def get_with_timeout(queue: mp.queues.SimpleQueue, timeout: float | None) -> object:
+    """``SimpleQueue.get`` with a timeout (the standard one has none)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if not queue._rlock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+        raise PoolTimeout
+    try:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
+        if not queue._reader.poll(remaining):
+            raise PoolTimeout
+        data = queue._reader.recv_bytes()
+    finally:
+        queue._rlock.release()
+    return ForkingPickler.loads(data)
+
+
+@dataclass
+class _Channel:
+    free: mp.queues.SimpleQueue
+    full: mp.queues.SimpleQueue
+
+
+class Producer:
+    """The producing end of one channel; picklable, so it can be handed to a worker."""
+
+    def __init__(self, buffers: dict[str, torch.Tensor], channel: _Channel) -> None:
+        self.buffers = buffers
+        self._channel = channel
+
+    def acquire(self, timeout: float | None = None) -> int:
+        """Take a free slot; raise :class:`PoolTimeout` if none comes in ``timeout`` s."""
+        return get_with_timeout(self._channel.free, timeout)
+
+    def view(self, slot: int) -> dict[str, torch.Tensor]:
+        return {name: t[slot] for name, t in self.buffers.items()}
+
+    def submit(self, slot: int) -> None:
+        self._channel.full.put(slot)
+
+    @contextlib.contextmanager
+    def message(self, timeout: float | None = None) -> Iterator[dict[str, torch.Tensor]]:
+        """Fill a slot in place inside the ``with`` block; it is sent on normal exit."""
+        slot = self.acquire(timeout)
+        yield self.view(slot)
+        self.submit(slot)
+
+    def try_message(self) -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
+        """Like :meth:`message` but yields ``None`` at once when every slot is in use."""
+        return self._try_message()
+
+    @contextlib.contextmanager
+    def _try_message(self) -> Iterator[dict[str, torch.Tensor] | None]:
+        try:
+            slot = self.acquire(0)
+        except PoolTimeout:
+            yield None
+            return
+        yield self.view(slot)
+        self.submit(slot)
+
+
+class BufferPool:
+    """``slots`` preallocated buffers of ``layout`` for each of ``producers`` producers.
+
+    The consumer (the process that built the pool, or one it is handed to) waits on
+    :meth:`readers`, takes ``(producer, slot)`` with :meth:`take`, reads :meth:`view`,
+    then gives the slot back with :meth:`release`.
+    """
+
+    def __init__(self, layout: Layout, producers: int, slots: int = 4, ctx=None) -> None:
+        if producers < 1 or slots < 1:
+            raise ValueError("a pool needs at least one producer and one slot each")
+        self._ctx = ctx or mp.get_context()
+        self.slots = slots
+        self.layout = {name: (tuple(shape), dtype) for name, (shape, dtype) in layout.items()}
+        self.buffers = {
+            name: torch.zeros((producers * slots, *shape), dtype=dtype).share_memory_()
+            for name, (shape, dtype) in self.layout.items()
+        }
+        self._channels = [self._new_channel(p) for p in range(producers)]
+
+    def _new_channel(self, producer: int) -> _Channel:
+        ch = _Channel(self._ctx.SimpleQueue(), self._ctx.SimpleQueue())
+        for slot in range(producer * self.slots, (producer + 1) * self.slots):
+            ch.free.put(slot)
+        return ch
+
+    @property
+    def producers(self) -> int:
+        return len(self._channels)
+
+    def producer(self, index: int) -> Producer:
+        return Producer(self.buffers, self._channels[index])
+
+    def readers(self) -> list[Connection]:
+        """Connections that become readable when a message is waiting (for ``connection.wait``)."""
+        return [ch.full._reader for ch in self._channels]
+
+    def owner(self, reader: Connection) -> int | None:
+        for i, ch in enumerate(self._channels):
+            if ch.full._reader is reader:
+                return i
+        return None
+
+    def take(self, producer: int, timeout: float | None = 0) -> int | None:
+        """The next submitted slot of ``producer``, or ``None`` if none arrives in time."""
+        try:
+            return get_with_timeout(self._channels[producer].full, timeout)
+        except PoolTimeout:
+            return None
+
+    def receive(self, timeout: float | None = None) -> int | None:
+        """The next submitted slot of any producer, or ``None`` after ``timeout`` s."""
+        ready = wait(self.readers(), timeout)
+        for reader in ready:
+            slot = self.take(self.owner(reader))
+            if slot is not None:
+                return slot
+        return None
+
+    def view(self, slot: int) -> dict[str, torch.Tensor]:
+        return {name: t[slot] for name, t in self.buffers.items()}
+
+    def release(self, slot: int) -> None:
+        self._channels[slot // self.slots].free.put(slot)
+
+    def reset_producer(self, index: int) -> list[int]:
+        """Give producer ``index`` a fresh channel with all its slots free (after it died).
+
+        Returns the slots it had submitted but the consumer had not taken yet, so they
+        can still be read; the caller must not :meth:`release` them.
+        """
+        pending = []
+        while (slot := self.take(index, 0)) is not None:
+            pending.append(slot)
+        self._close(self._channels[index])
+        self._channels[index] = self._new_channel(index)
+        return pending
+
+    def close(self) -> None:
+        for ch in self._channels:
+            self._close(ch)
+
+    @staticmethod
+    def _close(ch: _Channel) -> None:
+        ch.free.close()
+        ch.full.close()

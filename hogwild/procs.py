@@ -1,0 +1,237 @@
+"""Worker processes: start them, watch them, restart or abort on failure, stop them.
+
+The main process waits on the workers' sentinels (``multiprocessing.connection.wait``)
+together with whatever else it consumes, so a death is noticed at once, without polling
+sleeps. A worker that raises sends its traceback over its own pipe before exiting, so
+the main process can log it exactly once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import random
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+
+import numpy as np
+import torch
+import torch.multiprocessing as mp
+
+log = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+
+
+class WorkerFailure(RuntimeError):
+    """A worker failed and the failure policy says the run cannot go on."""
+
+
+@dataclass
+class WorkerContext:
+    """What the engine hands every worker function, besides the application's own arguments."""
+
+    rank: int
+    seed: int
+    num_threads: int
+    stop_event: object
+    incarnation: int = 0
+
+    def should_stop(self) -> bool:
+        return self.stop_event.is_set()
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies, so no orphan outlives a crash."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    # The parent may have died before prctl took effect.
+    if os.getppid() == 1:
+        os._exit(1)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _bootstrap(target: Callable, ctx: WorkerContext, args: tuple, err: Connection) -> None:
+    die_with_parent()
+    # The terminal's Ctrl-C reaches the whole process group; only the main process acts on it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(ctx.num_threads)
+    seed_everything(ctx.seed)
+    try:
+        target(ctx, *args)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            err.send(traceback.format_exc())
+        err.close()
+        os._exit(1)
+    err.close()
+
+
+@dataclass
+class _Slot:
+    rank: int
+    process: mp.Process
+    errors: Connection
+    incarnation: int
+    done: bool = False
+
+
+@dataclass
+class FailurePolicy:
+    """What to do when a worker dies: ``restart`` it (up to ``max_restarts`` in all) or ``abort``."""
+
+    on_failure: str = "restart"
+    max_restarts: int = 100
+    restarts: int = field(default=0, init=False)
+
+
+class WorkerGroup:
+    """N processes running ``target(ctx, *args)``, supervised from the main process."""
+
+    def __init__(
+        self,
+        target: Callable,
+        args: tuple,
+        num_workers: int,
+        seed: int,
+        *,
+        num_threads: int = 1,
+        start_method: str = "fork",
+        policy: FailurePolicy | None = None,
+        on_restart: Callable[[int], None] | None = None,
+        name: str = "worker",
+    ) -> None:
+        self._ctx = mp.get_context(start_method)
+        self.target, self.args = target, args
+        self.num_workers, self.seed, self.num_threads = num_workers, seed, num_threads
+        self.policy = policy or FailurePolicy()
+        self.on_restart = on_restart
+        self.name = name
+        self.stop_event = self._ctx.Event()
+        self.slots: list[_Slot] = []
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> WorkerGroup:
+        self.slots = [self._spawn(rank, 0) for rank in range(self.num_workers)]
+        return self
+
+    def _spawn(self, rank: int, incarnation: int) -> _Slot:
+        # A restarted worker gets a fresh seed: replaying the dead one's trajectory helps no one.
+        seed = self.seed + 1000 * rank + 7919 * incarnation
+        ctx = WorkerContext(rank, seed, self.num_threads, self.stop_event, incarnation)
+        reader, writer = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=_bootstrap, args=(self.target, ctx, self.args, writer),
+            name=f"{self.name}-{rank}", daemon=True,
+        )
+        proc.start()
+        writer.close()
+        return _Slot(rank, proc, reader, incarnation)
+
+    def sentinels(self) -> list[int]:
+        return [s.process.sentinel for s in self.slots if not s.done]
+
+    @property
+    def running(self) -> int:
+        return sum(not s.done for s in self.slots)
+
+    @property
+    def finished(self) -> bool:
+        return all(s.done for s in self.slots)
+
+    def check(self, ready: Sequence[object] = ()) -> list[int]:
+        """Handle workers that exited: mark successes, restart or abort on failures.
+
+        ``ready`` is what ``connection.wait`` returned (only sentinels of this group matter;
+        an empty sequence checks every worker). Returns the ranks that were restarted.
+        """
+        restarted = []
+        for i, s in enumerate(self.slots):
+            if s.done or (ready and s.process.sentinel not in ready):
+                continue
+            if s.process.exitcode is None:
+                s.process.join(0)
+                if s.process.exitcode is None:
+                    continue
+            code = s.process.exitcode
+            s.done = True
+            tb = self._read_traceback(s)
+            if code == 0 or self.stop_event.is_set():
+                continue
+            what = f"{self.name} {s.rank} (pid {s.process.pid}) {_describe_exit(code)}"
+            if tb:
+                log.error("%s:\n%s", what, tb.rstrip())
+            else:
+                log.error("%s", what)
+            p = self.policy
+            if p.on_failure != "restart" or p.restarts >= p.max_restarts:
+                reason = "" if p.on_failure != "restart" else f" after {p.restarts} restarts"
+                last = tb.strip().splitlines()[-1] if tb else ""
+                raise WorkerFailure(f"{what}{': ' + last if last else ''}; aborting{reason}")
+            p.restarts += 1
+            if self.on_restart is not None:
+                self.on_restart(s.rank)
+            log.warning("restarting %s %d (restart %d of at most %d)",
+                        self.name, s.rank, p.restarts, p.max_restarts)
+            self.slots[i] = self._spawn(s.rank, s.incarnation + 1)
+            restarted.append(s.rank)
+        return restarted
+
+    @staticmethod
+    def _read_traceback(s: _Slot) -> str:
+        try:
+            return s.errors.recv() if s.errors.poll(0.05) else ""
+        except (EOFError, OSError):
+            return ""
+        finally:
+            s.errors.close()
+
+    def stop(self, timeout: float = 5.0, drain: Callable[[], None] | None = None) -> None:
+        """Ask every worker to stop, wait up to ``timeout`` s, then terminate, then kill.
+
+        ``drain`` is called while waiting, so workers blocked on a full pool can finish.
+        """
+        self.stop_event.set()
+        deadline = time.monotonic() + timeout
+        for s in self.slots:
+            while s.process.is_alive() and time.monotonic() < deadline:
+                if drain is not None:
+                    drain()
+                s.process.join(0.05)
+        for sig_step in (mp.Process.terminate, mp.Process.kill):
+            alive = [s.process for s in self.slots if s.process.is_alive()]
+            for p in alive:
+                sig_step(p)
+            for p in alive:
+                p.join(1.0)
+        for s in self.slots:
+            if not s.done:
+                s.done = True
+                s.errors.close()
+
+    def kill_now(self) -> None:
+        for s in self.slots:
+            if s.process.is_alive():
+                s.process.kill()
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"

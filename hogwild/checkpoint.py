@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import tempfile
@@ -30,10 +31,8 @@ def save_checkpoint(obj: dict[str, Any], path: str | Path) -> Path:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
     return path
 
@@ -45,8 +44,16 @@ def load_checkpoint(path: str | Path, required: tuple[str, ...] = ()) -> dict[st
         raise UsageError(f"checkpoint not found: {path}")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, zipfile.BadZipFile, EOFError, OSError,
-            ValueError, AttributeError, KeyError) as e:
+    except (
+        RuntimeError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        EOFError,
+        OSError,
+        ValueError,
+        AttributeError,
+        KeyError,
+    ) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UsageError(f"{path}: not a readable checkpoint ({first})") from None
     if not isinstance(obj, dict):

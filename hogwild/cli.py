@@ -46,13 +46,17 @@ def _parse(kind: type, text: str, what: str):
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
 
 
-def run_cli(parser: argparse.ArgumentParser, main: Callable[[argparse.Namespace], int],
-            argv: list[str] | None = None) -> int:
-    """Parse ``argv`` and run ``main``; a :class:`UsageError` becomes ``prog: error: msg``, exit 2."""
+def run_cli(
+    parser: argparse.ArgumentParser,
+    main: Callable[[argparse.Namespace], int],
+    argv: list[str] | None = None,
+) -> int:
+    """Parse ``argv`` and run ``main``; a UsageError becomes ``prog: error: msg`` and exit 2."""
     args = parser.parse_args(argv)
     setup_logging()
     try:

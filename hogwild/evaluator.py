@@ -41,8 +41,14 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def _evaluate_forever(ctx: WorkerContext, build: Callable[[], nn.Module], score: ScoreFn,
-                      pool: BufferPool, results: Any, device: str) -> None:
+def _evaluate_forever(
+    ctx: WorkerContext,
+    build: Callable[[], nn.Module],
+    score: ScoreFn,
+    pool: BufferPool,
+    results: Any,
+    device: str,
+) -> None:
     dev = torch.device(device)
     model = build().to(dev).eval()
     flat = flatten_parameters(model)
@@ -63,17 +69,33 @@ def _evaluate_forever(ctx: WorkerContext, build: Callable[[], nn.Module], score:
 class Evaluator:
     """A spawned process that scores parameter snapshots and reports back to the main process."""
 
-    def __init__(self, build: Callable[[], nn.Module], score: ScoreFn, numel: int, *,
-                 device: str = "auto", seed: int = 0, slots: int = 2,
-                 policy: FailurePolicy | None = None) -> None:
+    def __init__(
+        self,
+        build: Callable[[], nn.Module],
+        score: ScoreFn,
+        numel: int,
+        *,
+        device: str = "auto",
+        seed: int = 0,
+        slots: int = 2,
+        policy: FailurePolicy | None = None,
+    ) -> None:
         self.device = resolve_device(device)
         ctx = mp.get_context("spawn")
-        self.pool = BufferPool({"params": ((numel,), torch.float32), "step": ((), torch.int64)},
-                               producers=1, slots=slots, ctx=ctx)
+        self.pool = BufferPool(
+            {"params": ((numel,), torch.float32), "step": ((), torch.int64)},
+            producers=1,
+            slots=slots,
+            ctx=ctx,
+        )
         self.results = ctx.SimpleQueue()
         self.group = WorkerGroup(
-            _evaluate_forever, (build, score, self.pool, self.results, str(self.device)),
-            num_workers=1, seed=seed, start_method="spawn", name="evaluator",
+            _evaluate_forever,
+            (build, score, self.pool, self.results, str(self.device)),
+            num_workers=1,
+            seed=seed,
+            start_method="spawn",
+            name="evaluator",
             policy=policy or FailurePolicy("restart", max_restarts=3),
             on_restart=lambda _rank: self.pool.reset_producer(0),
         )
@@ -100,8 +122,10 @@ class Evaluator:
     def waitables(self) -> list[Any]:
         return [self.results._reader, *self.group.sentinels()]
 
-    def collect(self, ready: Sequence[Any] = ()) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
-        """Scores that have arrived, as ``(step, metrics, parameters scored)``; checks the process."""
+    def collect(
+        self, ready: Sequence[Any] = ()
+    ) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
+        """Scores that arrived, as ``(step, metrics, parameters scored)``; checks the process."""
         out = []
         while not self.results.empty():
             msg = self.results.get()

@@ -72,8 +72,10 @@ class SharedOptimizer:
         for name, t in self.state.items():
             src = sd["state"][name]
             if src.shape != t.shape:
-                raise ValueError(f"optimizer state '{name}' has shape {tuple(src.shape)}, "
-                                 f"expected {tuple(t.shape)}")
+                raise ValueError(
+                    f"optimizer state '{name}' has shape {tuple(src.shape)}, "
+                    f"expected {tuple(t.shape)}"
+                )
             t.copy_(src)
         self.steps.zero_()
         self.steps[0] = int(sd["steps"].sum())
@@ -89,14 +91,26 @@ class SharedAdam(SharedOptimizer):
 
     state_names = ("exp_avg", "exp_avg_sq")
 
-    def __init__(self, params: torch.Tensor, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-8, weight_decay: float = 0.0, num_workers: int = 1) -> None:
+    def __init__(
+        self,
+        params: torch.Tensor,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        num_workers: int = 1,
+    ) -> None:
         super().__init__(params, lr, num_workers)
         self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
 
     def hyperparameters(self) -> dict[str, float]:
-        return {"lr": self.lr, "beta1": self.betas[0], "beta2": self.betas[1], "eps": self.eps,
-                "weight_decay": self.weight_decay}
+        return {
+            "lr": self.lr,
+            "beta1": self.betas[0],
+            "beta2": self.betas[1],
+            "eps": self.eps,
+            "weight_decay": self.weight_decay,
+        }
 
     def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
         b1, b2 = self.betas
@@ -115,8 +129,14 @@ class SharedRMSprop(SharedOptimizer):
 
     state_names = ("square_avg",)
 
-    def __init__(self, params: torch.Tensor, lr: float = 7e-4, alpha: float = 0.99,
-                 eps: float = 1e-5, num_workers: int = 1) -> None:
+    def __init__(
+        self,
+        params: torch.Tensor,
+        lr: float = 7e-4,
+        alpha: float = 0.99,
+        eps: float = 1e-5,
+        num_workers: int = 1,
+    ) -> None:
         super().__init__(params, lr, num_workers)
         self.alpha, self.eps = alpha, eps
 
@@ -135,8 +155,14 @@ class SharedSGD(SharedOptimizer):
 
     state_names = ("momentum_buffer",)
 
-    def __init__(self, params: torch.Tensor, lr: float = 0.01, momentum: float = 0.0,
-                 weight_decay: float = 0.0, num_workers: int = 1) -> None:
+    def __init__(
+        self,
+        params: torch.Tensor,
+        lr: float = 0.01,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        num_workers: int = 1,
+    ) -> None:
         super().__init__(params, lr, num_workers)
         self.momentum, self.weight_decay = momentum, weight_decay
 

@@ -91,7 +91,7 @@ class _Slot:
 
 @dataclass
 class FailurePolicy:
-    """What to do when a worker dies: ``restart`` it (up to ``max_restarts`` in all) or ``abort``."""
+    """On a worker death: ``restart`` it (at most ``max_restarts`` in all) or ``abort``."""
 
     on_failure: str = "restart"
     max_restarts: int = 100
@@ -134,8 +134,10 @@ class WorkerGroup:
         ctx = WorkerContext(rank, seed, self.num_threads, self.stop_event, incarnation)
         reader, writer = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
-            target=_bootstrap, args=(self.target, ctx, self.args, writer),
-            name=f"{self.name}-{rank}", daemon=True,
+            target=_bootstrap,
+            args=(self.target, ctx, self.args, writer),
+            name=f"{self.name}-{rank}",
+            daemon=True,
         )
         proc.start()
         writer.close()
@@ -184,8 +186,13 @@ class WorkerGroup:
             p.restarts += 1
             if self.on_restart is not None:
                 self.on_restart(s.rank)
-            log.warning("restarting %s %d (restart %d of at most %d)",
-                        self.name, s.rank, p.restarts, p.max_restarts)
+            log.warning(
+                "restarting %s %d (restart %d of at most %d)",
+                self.name,
+                s.rank,
+                p.restarts,
+                p.max_restarts,
+            )
             self.slots[i] = self._spawn(s.rank, s.incarnation + 1)
             restarted.append(s.rank)
         return restarted

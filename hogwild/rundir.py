@@ -26,8 +26,14 @@ def config_dict(config: Any) -> dict[str, Any]:
 class RunDir:
     """The run's folder and its one ``SummaryWriter``; only the main process writes here."""
 
-    def __init__(self, logdir: str | Path, name: str, config: Any, run_name: str | None = None,
-                 resume_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        logdir: str | Path,
+        name: str,
+        config: Any,
+        run_name: str | None = None,
+        resume_dir: str | Path | None = None,
+    ) -> None:
         if resume_dir is not None:
             self.path = Path(resume_dir)
         else:
@@ -51,10 +57,12 @@ class RunDir:
     def close(self, final_metrics: dict[str, float] | None = None) -> None:
         """Write the hparams summary (config against final metrics) and close the writer."""
         if final_metrics:
-            hparams = {k: v for k, v in self.config.items()
-                       if isinstance(v, (int, float, str, bool))}
-            self.writer.add_hparams(hparams, {f"hparam/{k}": v for k, v in final_metrics.items()},
-                                    run_name=".")
+            hparams = {
+                k: v for k, v in self.config.items() if isinstance(v, (int, float, str, bool))
+            }
+            self.writer.add_hparams(
+                hparams, {f"hparam/{k}": v for k, v in final_metrics.items()}, run_name="."
+            )
         self.writer.close()
 
 

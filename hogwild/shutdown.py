@@ -39,8 +39,12 @@ class GracefulShutdown:
         if self.signum is None:
             self.signum = signum
             name = "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
-            print(f"\n{name}: stopping workers and saving a checkpoint "
-                  "(Ctrl-C again to exit at once)", file=sys.stderr, flush=True)
+            print(
+                f"\n{name}: stopping workers and saving a checkpoint "
+                "(Ctrl-C again to exit at once)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def __enter__(self) -> GracefulShutdown:
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,0 +1,54 @@
+"""Scoring a policy: whole episodes on a fresh environment, greedy or stochastic."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from a3c.envs import make_env
+from a3c.model import ActorCritic, ModelSpec, sample_actions
+
+
+def run_episodes(
+    model: ActorCritic,
+    env_id: str,
+    episodes: int,
+    seed: int,
+    *,
+    greedy: bool = True,
+    device: torch.device | str = "cpu",
+    env=None,
+) -> np.ndarray:
+    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...)."""
+    own_env = env is None
+    env = make_env(env_id) if own_env else env
+    returns = np.zeros(episodes)
+    try:
+        with torch.no_grad():
+            for i in range(episodes):
+                obs, _ = env.reset(seed=seed + i)
+                done = False
+                while not done:
+                    x = torch.as_tensor(obs, dtype=torch.float32, device=device).unsqueeze(0)
+                    logits, _ = model(x)
+                    action = logits.argmax(-1) if greedy else sample_actions(logits)
+                    obs, reward, terminated, truncated, _ = env.step(int(action))
+                    returns[i] += float(reward)
+                    done = terminated or truncated
+    finally:
+        if own_env:
+            env.close()
+    return returns
+
+
+def build_model(spec: dict) -> ActorCritic:
+    """Module-level, so a spawned evaluator can rebuild the model from a plain dict."""
+    return ModelSpec.from_dict(spec).build()
+
+
+def score_greedy(
+    model: ActorCritic, device: torch.device, step: int, *, env_id: str, episodes: int, seed: int
+) -> dict[str, float]:
+    """The evaluator's score: mean and spread of greedy returns on fixed seeds."""
+    returns = run_episodes(model, env_id, episodes, seed, greedy=True, device=device)
+    return {"mean_return": float(returns.mean()), "std_return": float(returns.std())}

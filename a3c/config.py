@@ -15,6 +15,7 @@ class A3CConfig:
     total_steps: int = 5_000_000
     time_limit: float | None = None
     target_return: float | None = None
+    target_metric: str = "train"
     gamma: float = 0.99
     gae_lambda: float = 1.0
     optimizer: str = "rmsprop"

@@ -195,7 +195,11 @@ def train(cfg: A3CConfig) -> RunResult:
                         if score > best_eval:
                             best_eval = score
                             checkpoint("best.pt", params, eval_mean_return=score)
-                        if cfg.target_return is not None and score >= cfg.target_return:
+                        if (
+                            cfg.target_metric == "eval"
+                            and cfg.target_return is not None
+                            and score >= cfg.target_return
+                        ):
                             stop_reason = f"evaluation mean return {score:.1f} reached the target"
                     if now - last_eval >= cfg.eval_interval and evaluator.offer(
                         flat, stats.env_steps
@@ -209,7 +213,10 @@ def train(cfg: A3CConfig) -> RunResult:
                 ):
                     solved_at = (now - t0, stats.env_steps)
                     run.scalar("charts/solved_at_seconds", now - t0, stats.env_steps)
-                    stop_reason = f"100-episode mean return {stats.mean_100:.1f} reached the target"
+                    if cfg.target_metric == "train":
+                        stop_reason = (
+                            f"100-episode mean return {stats.mean_100:.1f} reached the target"
+                        )
                 if now - last_log >= cfg.log_interval:
                     _write_logs(run, stats, now - last_log, stats.env_steps - log_steps)
                     last_log, log_steps = now, stats.env_steps
@@ -363,8 +370,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--target-return",
         type=float,
         default=None,
-        help="stop when the 100-episode training mean or the evaluation mean reaches "
-        "it (default: the env's reward_threshold, e.g. 475 for CartPole-v1)",
+        help="stop when --target-metric reaches it "
+        "(default: the env's reward_threshold, e.g. 475 for CartPole-v1)",
+    )
+    g.add_argument(
+        "--target-metric",
+        choices=("train", "eval"),
+        default=d.target_metric,
+        help="train: mean return of the last 100 training episodes (the standard 'solved'); "
+        "eval: the evaluator's mean greedy return",
     )
     g.add_argument("--seed", type=int, default=d.seed)
     g = p.add_argument_group("algorithm")

@@ -54,8 +54,10 @@ def load_checkpoint(path: str | Path, required: tuple[str, ...] = ()) -> dict[st
         AttributeError,
         KeyError,
     ) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"{path}: not a readable checkpoint ({first})") from None
+        reason = " ".join(str(e).split()) or type(e).__name__
+        if reason.startswith("Weights only load failed"):
+            reason = "corrupt, or not written by torch.save, or holds code rather than data"
+        raise UsageError(f"{path}: not a readable checkpoint ({reason[:200]})") from None
     if not isinstance(obj, dict):
         raise UsageError(f"{path}: not a checkpoint of this project (a {type(obj).__name__})")
     missing = [k for k in required if k not in obj]

@@ -57,6 +57,7 @@ def run_cli(
     argv: list[str] | None = None,
 ) -> int:
     """Parse ``argv`` and run ``main``; a UsageError becomes ``prog: error: msg`` and exit 2."""
+    _one_line_errors(parser)
     args = parser.parse_args(argv)
     setup_logging()
     try:
@@ -64,3 +65,12 @@ def run_cli(
     except UsageError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
+
+
+def _one_line_errors(parser: argparse.ArgumentParser) -> None:
+    """argparse's exit code 2, without the usage block that buries the one line that matters."""
+
+    def error(message: str) -> None:
+        parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
+
+    parser.error = error  # type: ignore[method-assign]

@@ -1,0 +1,240 @@
+"""A3C end to end: real worker processes, real CartPole, real TensorBoard files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from a3c.config import A3CConfig
+from a3c.evaluate import main as evaluate_main
+from a3c.train import main as train_main
+from a3c.train import train
+from hogwild.checkpoint import load_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> tuple[A3CConfig, object]:
+    logdir = tmp_path_factory.mktemp("runs")
+    cfg = A3CConfig(
+        workers=2,
+        total_steps=250_000,
+        target_return=1e9,
+        eval_interval=1.0,
+        eval_episodes=3,
+        log_interval=0.25,
+        logdir=str(logdir),
+        seed=3,
+    )
+    return cfg, train(cfg)
+
+
+def test_two_workers_learn_cartpole(trained):
+    cfg, result = trained
+    assert result.exit_code == 0
+    assert result.env_steps >= cfg.total_steps
+    returns = scalars(result.run_dir, "charts/episodic_return")
+    assert returns[0][1] < 50, "a random CartPole policy lasts ~20 steps"
+    assert result.mean_return_100 > 150, f"mean return only {result.mean_return_100:.1f}"
+    tags = EventAccumulator(str(result.run_dir)).Reload().Tags()["scalars"]
+    for tag in (
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/grad_norm",
+        "charts/learning_rate",
+        "perf/env_steps_per_sec",
+        "perf/updates_per_sec",
+        "charts/episodic_length",
+        "eval/mean_return",
+    ):
+        assert tag in tags, tag
+    assert (result.run_dir / "config.json").is_file()
+
+
+def test_checkpoints_evaluate_and_resume(trained, tmp_path, capsys):
+    cfg, result = trained
+    ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")
+    assert ckpt["env_steps"] == result.env_steps
+    assert ckpt["optimizer"]["steps"].sum() > 0
+    best = result.run_dir / "best.pt"
+    assert best.is_file()
+    assert evaluate_main([str(best), "--episodes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "CartPole-v1: greedy return" in out
+    mean = float(out.split("greedy return ")[1].split()[0])
+    assert mean >= load_checkpoint(best)["eval_mean_return"] * 0.5
+
+    extra = 20_000
+    code = train_main(
+        [
+            "--workers",
+            "2",
+            "--resume",
+            str(result.run_dir / "checkpoint.pt"),
+            "--eval-interval",
+            "0",
+            "--total-steps",
+            str(result.env_steps + extra),
+            "--target-return",
+            "1e9",
+            "--logdir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0
+    resumed = load_checkpoint(result.run_dir / "checkpoint.pt")
+    assert resumed["env_steps"] >= result.env_steps + extra
+    assert resumed["optimizer"]["steps"].sum() > ckpt["optimizer"]["steps"].sum()
+    assert not list(tmp_path.iterdir()), "a resumed run keeps writing into its own folder"
+
+
+def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--workers", "0"], "--workers"),
+        (["--env", "NoSuchEnv-v0"], "unknown environment id"),
+        (["--env", "Pendulum-v1"], "only Discrete action spaces"),
+        (["--env", "no_such_module:Thing-v0"], "cannot import module"),
+        (["--n-steps", "-3"], "--n-steps"),
+        (["--lr", "nan"], "--lr"),
+        (["--gamma", "1.5"], "--gamma"),
+        (
+            ["--eval-device", "cuda"]
+            if not torch.cuda.is_available()
+            else ["--eval-device", "tpu"],
+            "eval-device",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path):
+    proc = run_cli("a3c.train", *argv, "--logdir", str(tmp_path))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_corrupt_checkpoints_are_refused(tmp_path):
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    for cmd in (["a3c.train", "--resume", str(bad)], ["a3c.evaluate", str(bad)]):
+        proc = run_cli(*cmd, "--logdir", str(tmp_path)) if cmd[0] == "a3c.train" else run_cli(*cmd)
+        assert proc.returncode == 2 and "not a readable checkpoint" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def children_of(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                kids.append(int(entry.name))
+    return kids
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "a3c.train",
+            "--workers",
+            "2",
+            "--total-steps",
+            "100000000",
+            "--target-return",
+            "1e9",
+            "--logdir",
+            str(tmp_path),
+            "--checkpoint-interval",
+            "1000",
+            *extra,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        kids = children_of(proc.pid)
+        if len(kids) >= 2 and list(tmp_path.glob("*/events.out.tfevents.*")):
+            time.sleep(2.0)  # let it train a little
+            return proc, children_of(proc.pid)
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("training did not start within 60 s")
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
+    proc, kids = start_training(tmp_path, "--eval-interval", "1")
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("did not exit within 10 s of the signal")
+    assert proc.returncode == code, err
+    assert "Traceback" not in err
+    ckpt = load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))
+    assert ckpt["env_steps"] > 0
+    time.sleep(0.5)
+    assert not [k for k in kids if alive(k)], "child processes outlived the run"
+
+
+def test_killed_worker_is_restarted_and_run_finishes(tmp_path):
+    proc, kids = start_training(tmp_path, "--eval-interval", "0", "--time-limit", "8")
+    os.kill(kids[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "was killed by SIGKILL" in err and "restarting worker" in err
+
+
+def test_killed_worker_aborts_when_asked(tmp_path):
+    proc, kids = start_training(tmp_path, "--eval-interval", "0", "--on-worker-failure", "abort")
+    os.kill(kids[0], signal.SIGKILL)
+    try:
+        _, err = proc.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("an aborted run did not exit within 15 s")
+    assert proc.returncode == 1
+    assert "was killed by SIGKILL" in err and "aborting" in err
+    assert "Traceback" not in err
+    assert load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))["env_steps"] > 0

@@ -1,0 +1,256 @@
+"""Gymnasium environments for A3C: construction, validation, seeding, vectorisation.
+
+Every environment goes through :func:`make_env`, which turns whatever Gymnasium raises
+for a bad id into a one-line :class:`~hogwild.errors.UsageError`, and rejects spaces the
+MLP actor-critic cannot handle. Accepted environments come out with ``float32``
+observations of shape ``(obs_dim,)`` and a ``Discrete(n_actions)`` action space
+starting at 0, so a worker can feed ``torch.from_numpy(obs)`` straight to the model:
+
+* action space: ``Discrete`` only (a nonzero ``start`` is shifted away);
+* observation space: 1-D ``Box`` of a float or integer dtype (cast to ``float32``), or
+  ``Discrete`` (one-hot encoded). Images, ``Dict``, ``Tuple``, ``MultiDiscrete`` ... are
+  rejected.
+
+Autoreset: :func:`make_vector_env` uses ``AutoresetMode.SAME_STEP``. When a sub-env's
+episode ends at a step, that same ``step()`` call resets it and returns the *next*
+episode's first observation in ``obs``, and puts the ended episode's last observation
+in ``info["final_obs"]`` (object array, one entry per sub-env, ``None`` where nothing
+ended) with the mask ``info["_final_obs"]``; :func:`final_observations` stacks them.
+Every row of a rollout is then a real transition, and a truncated episode can be
+bootstrapped from ``V(final_obs)``. Gymnasium 1.x's default, ``NEXT_STEP``, instead
+returns the final observation in ``obs`` and spends the *following* ``step()`` on the
+reset (the action is ignored, reward 0, both flags False): a dead transition in every
+rollout that crosses an episode end, which the learner would have to mask out of the
+loss. (Behaviour checked in ``gymnasium/vector/sync_vector_env.py``, gymnasium 1.4.)
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from functools import partial
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from hogwild.errors import UsageError
+
+__all__ = ["env_spaces", "final_observations", "make_env", "make_vector_env"]
+
+
+class OneHotObservation(gym.ObservationWrapper):
+    """``Discrete(n, start)`` observations as ``float32`` one-hot vectors of length ``n``."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        assert isinstance(space, spaces.Discrete)
+        self._n = int(space.n)
+        self._start = int(space.start)
+        self.observation_space = spaces.Box(0.0, 1.0, (self._n,), np.float32)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        out = np.zeros(self._n, dtype=np.float32)
+        out[int(observation) - self._start] = 1.0
+        return out
+
+
+class Float32Observation(gym.ObservationWrapper):
+    """1-D ``Box`` observations of another numeric dtype cast to ``float32`` for the model."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        assert isinstance(space, spaces.Box)
+        self.observation_space = spaces.Box(
+            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32
+        )
+
+    def observation(self, observation: Any) -> np.ndarray:
+        return np.asarray(observation, dtype=np.float32)
+
+
+class ZeroBasedActions(gym.ActionWrapper):
+    """``Discrete(n, start=s)`` actions as ``Discrete(n)``: the model picks 0..n-1."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        assert isinstance(space, spaces.Discrete)
+        self._start = space.start
+        self.action_space = spaces.Discrete(int(space.n))
+
+    def action(self, action: Any) -> Any:
+        return self._start + action
+
+
+def make_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
+    """Build one validated environment (see the module docstring for what is accepted).
+
+    ``env_id`` is anything ``gymnasium.make`` accepts, including ``"module:EnvName-v0"``,
+    which imports ``module`` first so that it can register ``EnvName-v0`` (this also
+    works in freshly spawned worker processes). ``kwargs`` go to ``gymnasium.make``
+    (e.g. ``max_episode_steps``). With a ``seed`` the env is reset once with it and its
+    spaces are seeded, so later unseeded ``reset()`` calls are reproducible too.
+    Raises :class:`UsageError` for unknown ids and unsupported spaces.
+    """
+    env = _gym_make(env_id, kwargs)
+    try:
+        env = _adapt_spaces(env, env_id)
+    except BaseException:
+        env.close()
+        raise
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+        env.observation_space.seed(seed)
+    return env
+
+
+def make_vector_env(env_id: str, num_envs: int, seed: int, **kwargs: Any) -> SyncVectorEnv:
+    """``num_envs`` copies of :func:`make_env` in one process, sub-env i seeded ``seed + i``.
+
+    Uses ``SAME_STEP`` autoreset (see the module docstring): ``obs`` after a step is
+    always the observation to act on next; the ended episodes' last observations are in
+    ``info["final_obs"]``/``info["_final_obs"]`` (use :func:`final_observations`).
+    Both ``envs.reset()`` and ``envs.reset(seed=seed)`` are reproducible (they differ:
+    the first continues the RNG that :func:`make_env` seeded, the second restarts it).
+    """
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise UsageError(f"the number of environments must be a positive integer, got {num_envs!r}")
+    envs = SyncVectorEnv(
+        [partial(make_env, env_id, seed + i, **kwargs) for i in range(num_envs)],
+        autoreset_mode=AutoresetMode.SAME_STEP,
+    )
+    envs.action_space.seed(seed)
+    return envs
+
+
+def env_spaces(env_id: str, **kwargs: Any) -> tuple[int, int]:
+    """``(obs_dim, n_actions)`` of a validated environment, for building the model.
+
+    Raises :class:`UsageError` exactly where :func:`make_env` would.
+    """
+    env = make_env(env_id, **kwargs)
+    try:
+        obs_space, act_space = env.observation_space, env.action_space
+        assert isinstance(obs_space, spaces.Box) and isinstance(act_space, spaces.Discrete)
+        return int(obs_space.shape[0]), int(act_space.n)
+    finally:
+        env.close()
+
+
+def final_observations(
+    info: dict[str, Any], where: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The last observations of episodes that ended in this vector step: ``(idx, obs)``.
+
+    ``idx`` (int64 ``[k]``) are the sub-env indices whose episode ended at this step
+    (restricted to the boolean mask ``where`` if given, e.g. ``truncated & ~terminated``
+    to get just the ones to bootstrap), and ``obs`` (``float32 [k, obs_dim]``) their final
+    observations. When nothing ended, ``idx`` is empty and ``obs`` has shape ``(0, 0)``.
+    """
+    ended = info.get("_final_obs")
+    if ended is None:
+        return np.empty(0, dtype=np.int64), np.empty((0, 0), dtype=np.float32)
+    if where is not None:
+        ended = ended & where
+    idx = np.flatnonzero(ended)
+    if idx.size == 0:
+        return idx, np.empty((0, 0), dtype=np.float32)
+    return idx, np.stack(info["final_obs"][idx]).astype(np.float32, copy=False)
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def _close_ids(name: str) -> list[str]:
+    """Registered ids that look like ``name`` (case-insensitively)."""
+    by_lower = {k.lower(): k for k in gym.registry}
+    return [by_lower[m] for m in difflib.get_close_matches(name.lower(), by_lower, n=3)]
+
+
+def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
+    """``gymnasium.make`` with its many failure modes turned into one-line UsageErrors."""
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise UsageError(f"environment id must be a non-empty string, got {env_id!r}")
+    module, _, name = env_id.rpartition(":")
+    if env_id.count(":") > 1 or (":" in env_id and not (module and name)):
+        raise UsageError(
+            f"malformed environment id {env_id!r}; expected 'Name-vN' or 'module:Name-vN'"
+        )
+    if module:
+        # gymnasium.make would import it too; doing it first tells "your module does not
+        # import" apart from "the env's own dependencies are missing".
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise UsageError(
+                f"cannot import module {module!r} of environment id {env_id!r}: {_one_line(e)}"
+            ) from e
+
+    try:
+        return gym.make(env_id, **kwargs)
+    except gym.error.DependencyNotInstalled as e:
+        raise UsageError(f"environment {env_id!r} needs a missing package: {_one_line(e)}") from e
+    except (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv) as e:
+        raise UsageError(_unknown_id_message(env_id, name, e)) from e
+    except gym.error.Error as e:
+        if "No registered env" in str(e):
+            raise UsageError(_unknown_id_message(env_id, name, e)) from e
+        raise UsageError(f"cannot make environment {env_id!r}: {_one_line(e)}") from e
+    except ImportError as e:
+        raise UsageError(f"environment {env_id!r} needs a missing package: {_one_line(e)}") from e
+    except TypeError as e:
+        if "raised from the environment creator" not in str(e):
+            raise
+        raise UsageError(
+            f"bad arguments for environment {env_id!r}: {_one_line(e.__cause__ or e)}"
+        ) from e
+
+
+def _unknown_id_message(env_id: str, name: str, e: BaseException) -> str:
+    msg = f"unknown environment id {env_id!r}"
+    if isinstance(e, gym.error.DeprecatedEnv):
+        return f"{msg}: {_one_line(e)}"
+    close = _close_ids(name)
+    if close:
+        return f"{msg}; did you mean {' or '.join(repr(c) for c in close)}?"
+    if ":" not in env_id:
+        return f"{msg}; for an env registered by your own module use 'module:{name}'"
+    return f"{msg}; module {env_id.rpartition(':')[0]!r} imported but did not register {name!r}"
+
+
+def _adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:
+    """Reject spaces the MLP cannot use; wrap the rest into float32 vectors / 0-based actions."""
+    act_space = env.action_space
+    if not isinstance(act_space, spaces.Discrete):
+        raise UsageError(
+            f"environment {env_id!r} has action space {act_space}; "
+            "only Discrete action spaces are supported"
+        )
+    if act_space.start != 0:
+        env = ZeroBasedActions(env)
+
+    obs_space = env.observation_space
+    if isinstance(obs_space, spaces.Discrete):
+        return OneHotObservation(env)
+    if (
+        isinstance(obs_space, spaces.Box)
+        and len(obs_space.shape) == 1
+        and obs_space.shape[0] > 0
+        and (
+            np.issubdtype(obs_space.dtype, np.floating)
+            or np.issubdtype(obs_space.dtype, np.integer)
+        )
+    ):
+        return env if obs_space.dtype == np.float32 else Float32Observation(env)
+    raise UsageError(
+        f"environment {env_id!r} has observation space {obs_space}; only 1-D Box "
+        "(float or integer) and Discrete observation spaces are supported (no images, "
+        "Dict or Tuple)"
+    )

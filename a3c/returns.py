@@ -1,0 +1,119 @@
+"""Advantage and return targets for A3C: GAE(lambda), with n-step returns as lambda = 1.
+
+Rollouts are tensors shaped ``[T, N]`` (T steps of N environments, time first). The
+episode-boundary semantics follow Gymnasium's ``terminated``/``truncated`` split:
+
+* ``terminated[t]``: the step ``t`` reached a terminal state, whose value is 0 by
+  definition, so nothing is bootstrapped.
+* truncated at ``t`` (time limit, or any other cut-off that is not a terminal state):
+  the episode *could* have continued, so the target bootstraps from ``V(final_obs)``,
+  the value of the observation the truncated episode ended in. With autoreset the next
+  row of the rollout already belongs to the next episode, so its value must not be
+  used, and neither must 0.
+* either way (``dones[t]``), the advantage recursion must not flow from the next
+  episode back into this one.
+
+Callers express all three with ``next_values`` (what to bootstrap with after step t),
+``terminated`` and ``dones``; :func:`next_state_values` builds ``next_values`` from the
+per-step values, the rollout's bootstrap value and the final-observation values.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = ["gae", "next_state_values"]
+
+
+def gae(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    dones: Tensor,
+    *,
+    gamma: float = 0.99,
+    lam: float = 1.0,
+) -> tuple[Tensor, Tensor]:
+    """Generalised advantage estimates and value targets: ``(advantages, returns)``.
+
+    All inputs are ``[T, N]`` (or any ``[T, ...]``, all the same shape):
+
+    * ``rewards[t]``: reward of step t.
+    * ``values[t]``: ``V(s_t)``, the value of the observation the action at t was taken in.
+    * ``next_values[t]``: the value to bootstrap with after step t: ``V(s_{t+1})`` while
+      the episode goes on (``values[t + 1]``, or the rollout's bootstrap value at
+      ``t = T - 1``), ``V(final_obs)`` where the episode was truncated at t. Ignored
+      where ``terminated[t]`` (may hold anything there, even NaN).
+    * ``terminated[t]``: step t ended the episode in a terminal state (bool or 0/1).
+    * ``dones[t]``: step t ended the episode for any reason (``terminated | truncated``);
+      stops the GAE recursion at episode boundaries. ``dones`` must include
+      ``terminated``.
+
+    ``delta_t = r_t + gamma * (1 - terminated_t) * next_values_t - values_t`` and
+    ``A_t = delta_t + gamma * lam * (1 - dones_t) * A_{t+1}`` (``A_T = 0``), then
+    ``returns = advantages + values``. With ``lam = 1`` the returns are the n-step
+    bootstrapped returns of A3C (``r_t + gamma r_{t+1} + ... + gamma^k V(s_{t+k+1})``,
+    cut at episode ends), provided ``next_values[t] == values[t + 1]`` inside an episode.
+
+    Inputs are detached, so the outputs are constant targets with no autograd graph;
+    they have ``values``' dtype.
+    """
+    shape = values.shape
+    for name, x in (
+        ("rewards", rewards),
+        ("next_values", next_values),
+        ("terminated", terminated),
+        ("dones", dones),
+    ):
+        if x.shape != shape:
+            raise ValueError(f"gae: {name} has shape {tuple(x.shape)}, values {tuple(shape)}")
+    if values.dim() == 0 or values.shape[0] == 0:
+        raise ValueError("gae: inputs need a non-empty leading time dimension")
+
+    v = values.detach()
+    term = terminated if terminated.dtype == torch.bool else terminated != 0
+    done = dones if dones.dtype == torch.bool else dones != 0
+    # where, not multiply: next_values may hold garbage (NaN) at terminal steps.
+    nv = torch.where(term, 0.0, next_values.detach().to(v.dtype))
+    deltas = rewards.detach().to(v.dtype) + gamma * nv - v
+    carry = torch.where(done, 0.0, torch.full_like(v, gamma * lam))
+
+    # unbind + stack: one op each, instead of an indexing op per row and step.
+    delta_rows, carry_rows = deltas.unbind(0), carry.unbind(0)
+    rows: list[Tensor] = [delta_rows[-1]] * len(delta_rows)
+    last = delta_rows[-1]
+    for t in range(len(delta_rows) - 2, -1, -1):
+        last = torch.addcmul(delta_rows[t], carry_rows[t], last)
+        rows[t] = last
+    advantages = torch.stack(rows)
+    return advantages, advantages + v
+
+
+def next_state_values(
+    values: Tensor,
+    bootstrap_value: Tensor,
+    truncated: Tensor | None = None,
+    final_values: Tensor | None = None,
+) -> Tensor:
+    """Build :func:`gae`'s ``next_values`` for a rollout collected with autoreset.
+
+    ``values`` ``[T, N]`` are ``V(s_t)``; ``bootstrap_value`` ``[N]`` is the value of the
+    observation after the last step (the one the next rollout starts from). Where
+    ``truncated[t, n]``, the result is ``final_values[t, n]``, ``V`` of that episode's
+    final observation (only those entries of ``final_values`` are read). Entries after
+    terminal steps are whatever the next row holds; :func:`gae` ignores them.
+    """
+    if bootstrap_value.shape != values.shape[1:]:
+        raise ValueError(
+            f"next_state_values: bootstrap_value has shape {tuple(bootstrap_value.shape)},"
+            f" expected {tuple(values.shape[1:])}"
+        )
+    nv = torch.cat((values[1:].detach(), bootstrap_value.detach().to(values.dtype).unsqueeze(0)))
+    if truncated is None:
+        return nv
+    if final_values is None:
+        raise ValueError("next_state_values: truncated given without final_values")
+    trunc = truncated if truncated.dtype == torch.bool else truncated != 0
+    return torch.where(trunc, final_values.detach().to(nv.dtype), nv)

@@ -40,6 +40,8 @@ class A3CConfig:
     logdir: str = "runs"
     run_name: str | None = None
     resume: str | None = None
+    sync_every: float = 2.0
+    dist_timeout: float = 60.0
 
     @property
     def rollout_size(self) -> int:

@@ -30,10 +30,11 @@ from a3c.model import ModelSpec
 from a3c.worker import STATS, run_worker, telemetry_layout
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.cli import nonnegative_int, positive_float, positive_int, run_cli, unit_float
+from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, resolve_device
 from hogwild.flat import flatten_parameters
-from hogwild.optim import OPTIMIZERS, SharedOptimizer
+from hogwild.optim import OPTIMIZERS
 from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
 from hogwild.rundir import Progress, RunDir
@@ -44,7 +45,7 @@ log = logging.getLogger("a3c.train")
 
 @dataclasses.dataclass
 class RunResult:
-    run_dir: Path
+    run_dir: Path | None
     env_steps: int
     wall_time: float
     mean_return_100: float
@@ -82,195 +83,316 @@ class _Stats:
 
 
 def train(cfg: A3CConfig) -> RunResult:
-    obs_dim, n_actions = env_spaces(cfg.env)
-    if cfg.target_return is None:
-        spec_ = gym.spec(cfg.env.rpartition(":")[2]) if ":" not in cfg.env else None
-        if spec_ is not None and spec_.reward_threshold is not None:
-            cfg.target_return = float(spec_.reward_threshold)
-    resolve_device(cfg.eval_device)
-    spec = ModelSpec(obs_dim, n_actions, cfg.hidden, cfg.activation)
-    model = spec.build()
-    flat = flatten_parameters(model)
-    optimizer = _make_optimizer(cfg, flat)
-    env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
-    start_steps, elapsed_before, run_dir = 0, 0.0, None
-    if cfg.resume:
-        ckpt = load_checkpoint(
-            cfg.resume, required=("model", "optimizer", "model_spec", "env_steps")
+    """Run A3C to the end (budget, time, target, signal or failure) and say how it went."""
+    return Trainer(cfg).run()
+
+
+class Trainer:
+    """The main process of one run (one node's, under ``torchrun``)."""
+
+    def __init__(self, cfg: A3CConfig) -> None:
+        self.cfg = cfg
+        obs_dim, n_actions = env_spaces(cfg.env)
+        if cfg.target_return is None:
+            cfg.target_return = _reward_threshold(cfg.env)
+        resolve_device(cfg.eval_device)
+        self.spec = ModelSpec(obs_dim, n_actions, cfg.hidden, cfg.activation)
+        self.model = self.spec.build()
+        self.flat = flatten_parameters(self.model)
+        self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
+        self.start_steps, self.elapsed_before, run_dir = 0, 0.0, None
+        if cfg.resume:
+            run_dir = self._restore(cfg.resume)
+        self.flat.share_memory_()
+        self.optimizer.share_memory()
+        self.env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
+        self.env_steps[0] = self.start_steps
+        self.env_steps.share_memory_()
+
+        self.sync = None
+        if launched_by_torchrun():
+            self.sync = NodeSync(
+                self.flat, num_counters=2, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
+            )
+        self.rank = self.sync.rank if self.sync else 0
+        self.is_main = self.rank == 0
+        self.rundir = (
+            RunDir(cfg.logdir, f"a3c_{cfg.env}_s{cfg.seed}", cfg, cfg.run_name, resume_dir=run_dir)
+            if self.is_main
+            else None
         )
+
+        self.stats = _Stats()
+        self.stats.env_steps = self.start_steps
+        self.global_steps = self.start_steps
+        self._synced_local = 0
+        self.pool = BufferPool(telemetry_layout(), producers=cfg.workers, slots=4)
+        self.group = WorkerGroup(
+            run_worker,
+            (cfg, self.spec, self.flat, self.optimizer, self.env_steps, self.pool),
+            cfg.workers,
+            cfg.seed + 100_003 * self.rank,
+            num_threads=cfg.threads_per_worker,
+            start_method=cfg.start_method,
+            policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
+            on_restart=self._on_restart,
+        )
+        self.evaluator = None
+        if cfg.eval_interval > 0 and self.is_main:
+            self.evaluator = Evaluator(
+                functools.partial(build_model, self.spec.to_dict()),
+                functools.partial(
+                    score_greedy, env_id=cfg.env, episodes=cfg.eval_episodes, seed=cfg.seed + 10_000
+                ),
+                self.flat.numel(),
+                device=cfg.eval_device,
+                seed=cfg.seed,
+            )
+        self.progress = Progress()
+        self.best_eval = -math.inf
+        self.solved_at: tuple[float, int] | None = None
+
+    def _restore(self, path: str) -> Path:
+        ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
         saved = ModelSpec.from_dict(ckpt["model_spec"])
-        if saved != spec:
-            raise UsageError(f"{cfg.resume}: checkpoint is for {saved}, this run builds {spec}")
+        if saved != self.spec:
+            raise UsageError(f"{path}: checkpoint is for {saved}, this run builds {self.spec}")
         try:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
         except (RuntimeError, ValueError, KeyError) as e:
-            raise UsageError(f"{cfg.resume}: cannot restore ({str(e).splitlines()[0]})") from None
-        start_steps = int(ckpt["env_steps"])
-        elapsed_before = float(ckpt.get("wall_time", 0.0))
-        run_dir = Path(cfg.resume).parent
-    flat.share_memory_()
-    optimizer.share_memory()
-    env_steps[0] = start_steps
-    env_steps.share_memory_()
+            raise UsageError(f"{path}: cannot restore ({str(e).splitlines()[0]})") from None
+        self.start_steps = int(ckpt["env_steps"])
+        self.elapsed_before = float(ckpt.get("wall_time", 0.0))
+        return Path(path).parent
 
-    run = RunDir(cfg.logdir, f"a3c_{cfg.env}_s{cfg.seed}", cfg, cfg.run_name, resume_dir=run_dir)
-    pool = BufferPool(telemetry_layout(), producers=cfg.workers, slots=4)
-    stats = _Stats()
-    stats.env_steps = start_steps
-    group = WorkerGroup(
-        run_worker,
-        (cfg, spec, flat, optimizer, env_steps, pool),
-        cfg.workers,
-        cfg.seed,
-        num_threads=cfg.threads_per_worker,
-        start_method=cfg.start_method,
-        policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
-        on_restart=lambda rank: [_consume(pool, s, stats) for s in pool.reset_producer(rank)],
-    )
-    evaluator = None
-    if cfg.eval_interval > 0:
-        evaluator = Evaluator(
-            functools.partial(build_model, spec.to_dict()),
-            functools.partial(
-                score_greedy, env_id=cfg.env, episodes=cfg.eval_episodes, seed=cfg.seed + 10_000
-            ),
-            flat.numel(),
-            device=cfg.eval_device,
-            seed=cfg.seed,
+    # -- the loop --------------------------------------------------------------------
+    def run(self) -> RunResult:
+        stats = self.stats
+        if self.rundir is not None:
+            self.progress.print(f"run folder: {self.rundir.path}")
+        reason, exit_code = "step budget reached", 0
+        with GracefulShutdown(on_force=self._kill_all) as shutdown:
+            self.t0 = time.monotonic()
+            self.group.start()
+            if self.evaluator is not None:
+                self.evaluator.start()
+            self.last_log = self.last_eval = self.last_ckpt = self.t0
+            self.log_steps = self.global_steps
+            try:
+                while True:
+                    ready = wait(self._waitables(), timeout=0.1)
+                    self._consume(ready)
+                    self.group.check(ready)
+                    now = time.monotonic()
+                    local = self._evaluate(ready, now) or self._check_solved(now)
+                    self._log(now)
+                    if shutdown.requested:
+                        local, exit_code = "interrupted", shutdown.exit_code
+                    local = local or self._budget_spent(now)
+                    reason_now = self._agree(local)
+                    if reason_now:
+                        reason = reason_now
+                        break
+            except (WorkerFailure, NodeFailure) as e:
+                self.progress.close()
+                print(f"a3c.train: error: {e}", file=sys.stderr)
+                reason, exit_code = "failure", 1
+            finally:
+                path = self._finish(final_round=exit_code != 1)
+        if self.is_main or exit_code:
+            solved = self.solved_at
+            self.progress.print(
+                f"{reason}: {self.global_steps} env steps in {self.wall:.1f} s "
+                f"({(self.global_steps - self.start_steps) / max(self.wall, 1e-9):,.0f} steps/s), "
+                f"100-episode mean return {stats.mean_100:.1f}"
+                + (f", solved after {solved[0]:.1f} s / {solved[1]} steps" if solved else "")
+                + (f"; checkpoint {path}" if path else "")
+            )
+        return RunResult(
+            self.rundir.path if self.rundir else None,
+            self.global_steps,
+            self.wall,
+            stats.mean_100,
+            self.solved_at,
+            self.best_eval,
+            exit_code,
         )
 
-    def checkpoint(name: str, params: torch.Tensor | None = None, **extra) -> Path:
-        state = model.state_dict()
+    def _waitables(self) -> list:
+        waitables = [*self.pool.readers(), *self.group.sentinels()]
+        if self.evaluator is not None:
+            waitables += self.evaluator.waitables()
+        return waitables
+
+    def _consume(self, ready: list) -> None:
+        for reader in ready:
+            rank = self.pool.owner(reader)
+            if rank is not None:
+                while (slot := self.pool.take(rank, 0)) is not None:
+                    _consume(self.pool, slot, self.stats)
+        self.global_steps += self.stats.env_steps - self.start_steps - self._synced_local
+        self._synced_local = self.stats.env_steps - self.start_steps
+
+    def _on_restart(self, rank: int) -> None:
+        for slot in self.pool.reset_producer(rank):
+            _consume(self.pool, slot, self.stats)
+
+    def _evaluate(self, ready: list, now: float) -> str | None:
+        if self.evaluator is None:
+            return None
+        reason = None
+        for step, metrics, params in self.evaluator.collect(ready):
+            self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
+            score = metrics["mean_return"]
+            if score > self.best_eval:
+                self.best_eval = score
+                self._checkpoint("best.pt", params, eval_mean_return=score)
+            target = self.cfg.target_return
+            if self.cfg.target_metric == "eval" and target is not None and score >= target:
+                reason = f"evaluation mean return {score:.1f} reached the target"
+        if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
+            self.flat, self.global_steps
+        ):
+            self.last_eval = now
+        return reason
+
+    def _check_solved(self, now: float) -> str | None:
+        stats, target = self.stats, self.cfg.target_return
+        if (
+            self.solved_at is not None
+            or target is None
+            or len(stats.recent) < stats.recent.maxlen
+            or stats.mean_100 < target
+        ):
+            return None
+        self.solved_at = (now - self.t0, self.global_steps)
+        if self.rundir is not None:
+            self.rundir.scalar("charts/solved_at_seconds", now - self.t0, self.global_steps)
+        if self.cfg.target_metric == "train":
+            return f"100-episode mean return {stats.mean_100:.1f} reached the target"
+        return None
+
+    def _log(self, now: float) -> None:
+        if now - self.last_log < self.cfg.log_interval:
+            return
+        if self.rundir is not None:
+            _write_logs(
+                self.rundir,
+                self.stats,
+                self.global_steps,
+                now - self.last_log,
+                self.global_steps - self.log_steps,
+            )
+            self.progress.update(
+                _status(self.cfg, self.stats, self.global_steps, now - self.t0, self.start_steps)
+            )
+        self.last_log, self.log_steps = now, self.global_steps
+        if now - self.last_ckpt >= self.cfg.checkpoint_interval:
+            self._checkpoint("checkpoint.pt")
+            self.last_ckpt = now
+
+    def _budget_spent(self, now: float) -> str | None:
+        if self.global_steps >= self.cfg.total_steps:
+            return "step budget reached"
+        if self.cfg.time_limit is not None and now - self.t0 >= self.cfg.time_limit:
+            return "time limit reached"
+        if self.group.finished:
+            return "all workers finished"
+        return None
+
+    def _agree(self, local: str | None) -> str | None:
+        """Alone, a local reason to stop is final; across nodes, all stop at the same round."""
+        if self.sync is None:
+            return local
+        if not self.sync.in_flight and (local or self.sync.due()):
+            self._local_reason = local
+            self.sync.start([self._synced_local, 1.0 if local else 0.0])
+        result = self.sync.poll()
+        if result is None:
+            return None
+        self.global_steps = (
+            self.start_steps
+            + int(result.totals[0])
+            + (self.stats.env_steps - self.start_steps - self._synced_local)
+        )
+        if result.totals[1] > 0:
+            return self._local_reason or "another node stopped"
+        return None
+
+    def _finish(self, final_round: bool) -> Path | None:
+        self.group.stop(timeout=5.0, drain=lambda: _drain(self.pool, self.stats))
+        _drain(self.pool, self.stats)
+        if self.evaluator is not None:
+            self.evaluator.stop()
+        self.pool.close()
+        local = self.stats.env_steps - self.start_steps
+        if self.sync is not None:
+            try:
+                if final_round:
+                    result = self.sync.final_round([local, 1.0])
+                    self.global_steps = self.start_steps + int(result.totals[0])
+            except NodeFailure as e:
+                print(f"a3c.train: error: {e}", file=sys.stderr)
+            finally:
+                self.sync.close()
+        else:
+            self.global_steps = self.stats.env_steps
+        self.wall = time.monotonic() - self.t0
+        self.progress.close()
+        if self.rundir is None:
+            return None
+        path = self._checkpoint("checkpoint.pt")
+        _write_logs(
+            self.rundir,
+            self.stats,
+            self.global_steps,
+            max(time.monotonic() - self.last_log, 1e-9),
+            self.global_steps - self.log_steps,
+        )
+        self.rundir.close(
+            {
+                "mean_return_100": self.stats.mean_100,
+                "best_eval_return": self.best_eval,
+                "env_steps": self.global_steps,
+            }
+        )
+        return path
+
+    def _checkpoint(self, name: str, params: torch.Tensor | None = None, **extra) -> Path | None:
+        if self.rundir is None:
+            return None
+        state = self.model.state_dict()
         if params is not None:
-            snapshot = spec.build()
+            snapshot = self.spec.build()
             flatten_parameters(snapshot).copy_(params)
             state = snapshot.state_dict()
         return save_checkpoint(
             {
                 "model": state,
-                "optimizer": optimizer.state_dict(),
-                "model_spec": spec.to_dict(),
-                "config": run.config,
-                "env_id": cfg.env,
-                "env_steps": stats.env_steps,
-                "wall_time": elapsed_before + time.monotonic() - t0,
+                "optimizer": self.optimizer.state_dict(),
+                "model_spec": self.spec.to_dict(),
+                "config": self.rundir.config,
+                "env_id": self.cfg.env,
+                "env_steps": self.global_steps,
+                "wall_time": self.elapsed_before + time.monotonic() - self.t0,
                 **extra,
             },
-            run.path / name,
+            self.rundir.path / name,
         )
 
-    progress = Progress()
-    progress.print(f"run folder: {run.path}")
-    best_eval = -math.inf
-    solved_at: tuple[float, int] | None = None
-    exit_code = 0
-    stop_reason = "step budget reached"
-    with GracefulShutdown(on_force=lambda: _kill_all(group, evaluator)) as shutdown:
-        t0 = time.monotonic()
-        group.start()
-        if evaluator is not None:
-            evaluator.start()
-        last_log = last_eval = last_ckpt = t0
-        log_steps = stats.env_steps
-        readers = pool.readers()
-        try:
-            while True:
-                waitables = [*readers, *group.sentinels()]
-                if evaluator is not None:
-                    waitables += evaluator.waitables()
-                ready = wait(waitables, timeout=0.1)
-                for reader in ready:
-                    rank = pool.owner(reader)
-                    if rank is not None:
-                        while (slot := pool.take(rank, 0)) is not None:
-                            _consume(pool, slot, stats)
-                if group.check(ready):
-                    readers = pool.readers()
-                now = time.monotonic()
-                if evaluator is not None:
-                    for step, metrics, params in evaluator.collect(ready):
-                        run.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
-                        score = metrics["mean_return"]
-                        if score > best_eval:
-                            best_eval = score
-                            checkpoint("best.pt", params, eval_mean_return=score)
-                        if (
-                            cfg.target_metric == "eval"
-                            and cfg.target_return is not None
-                            and score >= cfg.target_return
-                        ):
-                            stop_reason = f"evaluation mean return {score:.1f} reached the target"
-                    if now - last_eval >= cfg.eval_interval and evaluator.offer(
-                        flat, stats.env_steps
-                    ):
-                        last_eval = now
-                if (
-                    solved_at is None
-                    and cfg.target_return is not None
-                    and len(stats.recent) == stats.recent.maxlen
-                    and stats.mean_100 >= cfg.target_return
-                ):
-                    solved_at = (now - t0, stats.env_steps)
-                    run.scalar("charts/solved_at_seconds", now - t0, stats.env_steps)
-                    if cfg.target_metric == "train":
-                        stop_reason = (
-                            f"100-episode mean return {stats.mean_100:.1f} reached the target"
-                        )
-                if now - last_log >= cfg.log_interval:
-                    _write_logs(run, stats, now - last_log, stats.env_steps - log_steps)
-                    last_log, log_steps = now, stats.env_steps
-                    progress.update(_status(cfg, stats, now - t0, start_steps))
-                if now - last_ckpt >= cfg.checkpoint_interval:
-                    checkpoint("checkpoint.pt")
-                    last_ckpt = now
-                if shutdown.requested:
-                    stop_reason, exit_code = "interrupted", shutdown.exit_code
-                    break
-                if stop_reason != "step budget reached":
-                    break
-                if stats.env_steps >= cfg.total_steps or group.finished:
-                    break
-                if cfg.time_limit is not None and now - t0 >= cfg.time_limit:
-                    stop_reason = "time limit reached"
-                    break
-        except WorkerFailure as e:
-            progress.close()
-            print(f"a3c.train: error: {e}", file=sys.stderr)
-            stop_reason, exit_code = "worker failure", 1
-        finally:
-            group.stop(timeout=5.0, drain=lambda: _drain(pool, stats))
-            _drain(pool, stats)
-            if evaluator is not None:
-                evaluator.stop()
-            pool.close()
-            wall = time.monotonic() - t0
-            path = checkpoint("checkpoint.pt")
-            progress.close()
-            _write_logs(
-                run, stats, max(time.monotonic() - last_log, 1e-9), stats.env_steps - log_steps
-            )
-            run.close(
-                {
-                    "mean_return_100": stats.mean_100,
-                    "best_eval_return": best_eval,
-                    "env_steps": stats.env_steps,
-                }
-            )
-    progress.print(
-        f"{stop_reason}: {stats.env_steps} env steps in {wall:.1f} s "
-        f"({(stats.env_steps - start_steps) / max(wall, 1e-9):,.0f} steps/s), "
-        f"100-episode mean return {stats.mean_100:.1f}"
-        + (f", solved after {solved_at[0]:.1f} s / {solved_at[1]} steps" if solved_at else "")
-        + f"; checkpoint {path}"
-    )
-    return RunResult(
-        run.path, stats.env_steps, wall, stats.mean_100, solved_at, best_eval, exit_code
-    )
+    def _kill_all(self) -> None:
+        self.group.kill_now()
+        if self.evaluator is not None:
+            self.evaluator.group.kill_now()
 
 
-def _make_optimizer(cfg: A3CConfig, flat: torch.Tensor) -> SharedOptimizer:
-    return OPTIMIZERS[cfg.optimizer](flat, lr=cfg.lr, num_workers=cfg.workers)
+def _reward_threshold(env_id: str) -> float | None:
+    try:
+        threshold = gym.spec(env_id.rpartition(":")[2]).reward_threshold
+    except gym.error.Error:
+        return None
+    return None if threshold is None else float(threshold)
 
 
 def _consume(pool: BufferPool, slot: int, stats: _Stats) -> None:
@@ -284,15 +406,8 @@ def _drain(pool: BufferPool, stats: _Stats) -> None:
             _consume(pool, slot, stats)
 
 
-def _kill_all(group: WorkerGroup, evaluator: Evaluator | None) -> None:
-    group.kill_now()
-    if evaluator is not None:
-        evaluator.group.kill_now()
-
-
-def _write_logs(run: RunDir, stats: _Stats, dt: float, steps: int) -> None:
+def _write_logs(run: RunDir, stats: _Stats, step: int, dt: float, steps: int) -> None:
     w = stats.window
-    step = stats.env_steps
     if stats.window_returns:
         run.scalars(
             {
@@ -322,11 +437,11 @@ def _write_logs(run: RunDir, stats: _Stats, dt: float, steps: int) -> None:
     stats.window_lengths.clear()
 
 
-def _status(cfg: A3CConfig, stats: _Stats, elapsed: float, start_steps: int) -> str:
-    rate = (stats.env_steps - start_steps) / max(elapsed, 1e-9)
-    left = max(cfg.total_steps - stats.env_steps, 0) / max(rate, 1e-9)
+def _status(cfg: A3CConfig, stats: _Stats, steps: int, elapsed: float, start_steps: int) -> str:
+    rate = (steps - start_steps) / max(elapsed, 1e-9)
+    left = max(cfg.total_steps - steps, 0) / max(rate, 1e-9)
     return (
-        f"steps {stats.env_steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  "
+        f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  "
         f"episodes {stats.episodes:,}  mean return(100) {stats.mean_100:.1f}  "
         f"elapsed {elapsed:.0f}s  ETA {left:.0f}s"
     )
@@ -449,6 +564,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--run-name", default=None, help="run folder suffix (default: a3c_ENV_sSEED)")
     g.add_argument(
         "--resume", default=None, metavar="CHECKPOINT", help="continue a run from its checkpoint.pt"
+    )
+    g = p.add_argument_group("several machines (under torchrun; see the README, Scaling out)")
+    g.add_argument(
+        "--sync-every",
+        type=positive_float,
+        default=d.sync_every,
+        help="seconds between parameter averages across nodes",
+    )
+    g.add_argument(
+        "--dist-timeout",
+        type=positive_float,
+        default=d.dist_timeout,
+        help="seconds before a silent node counts as dead",
     )
     return p
 

@@ -1,0 +1,270 @@
+"""Tests for the Hogwild! MNIST application: real processes, real data, the real CLI."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from hogwild.flat import flatten_parameters
+from hogwild.mnist import ConvNet, EpochPlan, main, shard_indices
+from hogwild.optim import SharedSGD
+from hogwild.procs import WorkerContext, WorkerGroup
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
+
+needs_mnist = pytest.mark.skipif(
+    not SHARED_MNIST.is_dir(), reason=f"real MNIST not found at {SHARED_MNIST}"
+)
+
+
+def quick_args(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "--data-dir", str(SHARED_MNIST), "--no-download", "--logdir", str(tmp_path / "runs"),
+        "--workers", "2", "--max-batches-per-epoch", "150", "--seed", "3", *extra,
+    ]  # fmt: skip
+
+
+def only_run_dir(tmp_path: Path) -> Path:
+    (run,) = (tmp_path / "runs").iterdir()
+    return run
+
+
+def scalars(run_dir: Path) -> dict[str, list[float]]:
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+# ---------------------------------------------------------------------- end to end
+
+
+@needs_mnist
+def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
+    assert main(quick_args(tmp_path, "--epochs", "1")) == 0
+    out = capsys.readouterr().out
+    assert "epoch 1: test loss" in out
+
+    run = only_run_dir(tmp_path)
+    config = json.loads((run / "config.json").read_text())
+    assert config["workers"] == 2 and config["optimizer"] == "sgd"
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert ckpt["epoch"] == 1
+    assert ckpt["test_accuracy"] >= 95.0
+    assert len(ckpt["optimizers"]) == 2  # one per worker, each with its own momentum
+    assert all(o["state"]["momentum_buffer"].abs().sum() > 0 for o in ckpt["optimizers"])
+    first_samples = ckpt["samples"]
+    assert first_samples == 2 * 150 * 64
+
+    values = scalars(run)
+    for tag in ("test/accuracy", "test/loss", "train/loss", "perf/samples_per_sec"):
+        assert tag in values, f"{tag} missing from {sorted(values)}"
+    assert values["test/accuracy"][-1] >= 95.0
+    assert values["perf/samples_per_sec"][-1] > 0
+
+    # --resume continues in the same run folder: epoch 2, same weights to start from,
+    # and the evaluator process scores snapshots on the side.
+    argv = quick_args(tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))
+    assert main([*argv, "--eval-interval", "0.5", "--eval-device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 2: test loss" in out and "epoch 1:" not in out
+    ckpt2 = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert ckpt2["epoch"] == 2
+    assert ckpt2["samples"] == 2 * first_samples
+    assert ckpt2["test_accuracy"] >= 95.0
+    values = scalars(run)
+    assert len(values["test/accuracy"]) == 2
+    assert "eval/accuracy" in values and values["eval/accuracy"][-1] > 90.0
+
+
+@needs_mnist
+def test_killed_worker_is_restarted_and_the_epoch_completes(tmp_path, caplog):
+    """SIGKILL one worker mid-epoch: it is restarted on its shard and the run finishes."""
+    me = Path("/proc/self/cmdline").read_bytes()
+    killed: list[int] = []
+
+    def kill_one_worker() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for child in _children(os.getpid()):
+                # Forked workers share our command line; anything else is not ours to kill.
+                if _cmdline(child) == me:
+                    time.sleep(0.2)  # let it train a little first
+                    try:
+                        os.kill(child, signal.SIGKILL)
+                    except ProcessLookupError:
+                        continue
+                    killed.append(child)
+                    return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_one_worker, daemon=True)
+    killer.start()
+    assert main(quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "300")) == 0
+    killer.join(5)
+    assert killed, "never saw a worker to kill"
+    assert "restarting worker" in caplog.text
+    ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
+    assert ckpt["epoch"] == 1
+    # The restarted worker redid its whole shard, so more than one epoch's worth was trained.
+    assert ckpt["samples"] >= 2 * 300 * 64
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+@needs_mnist
+def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(tmp_path):
+    cmd = [
+        sys.executable, "-m", "hogwild.mnist", "--data-dir", str(SHARED_MNIST),
+        "--no-download", "--logdir", str(tmp_path / "runs"), "--epochs", "50",
+    ]  # fmt: skip
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        workers: list[int] = []
+        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            workers = _children(proc.pid)
+            time.sleep(0.05)
+        assert len(workers) >= 2, "workers never started"
+        time.sleep(0.5)
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t < 15
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err.decode()
+    assert b"Traceback" not in err
+    ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
+    assert ckpt["epoch"] == 0  # the interrupted epoch is redone on resume
+    for pid in workers:  # no orphans
+        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+# ------------------------------------------------------------------- shared model
+
+
+def _add_known_delta(ctx: WorkerContext, model: torch.nn.Module, optimizers: list) -> None:
+    """Worker r adds r + 1 to every parameter through its own optimizer (SGD, lr 1).
+
+    Worker 1 first waits until it sees worker 0's update, so the two writes never race
+    (Hogwild! would tolerate a lost update; this test wants an exact sum).
+    """
+    opt = optimizers[ctx.rank]
+    if ctx.rank == 1:
+        deadline = time.monotonic() + 30
+        while float(model.conv1.weight[0, 0, 0, 0]) != 1.0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("worker 0's update never became visible")
+            time.sleep(0.001)
+    opt.step(torch.full_like(opt.params, -(ctx.rank + 1.0)), 0)
+
+
+def test_workers_update_the_one_shared_model_in_place():
+    model = ConvNet()
+    flat = flatten_parameters(model).share_memory_()
+    flat.zero_()
+    optimizers = [SharedSGD(flat, lr=1.0, momentum=0.9).share_memory() for _ in range(2)]
+    group = WorkerGroup(_add_known_delta, (model, optimizers), num_workers=2, seed=0).start()
+    deadline = time.monotonic() + 60
+    while not group.finished and time.monotonic() < deadline:
+        group.check()
+        time.sleep(0.01)
+    group.stop()
+    assert group.finished
+    # Both updates landed in the parent's parameters (views of the shared flat tensor).
+    assert torch.equal(flat, torch.full_like(flat, 3.0))
+    assert torch.equal(model.fc2.bias.detach(), torch.full((10,), 3.0))
+    # Each worker's optimizer state is its own and visible here (it goes into checkpoints).
+    for rank, opt in enumerate(optimizers):
+        assert opt.total_steps == 1
+        assert torch.equal(opt.state["momentum_buffer"], torch.full_like(flat, -(rank + 1.0)))
+
+
+def test_shards_are_disjoint_cover_the_data_and_follow_the_seed():
+    plan = EpochPlan(epoch=0, shuffle_seed=11, num_workers=3, batch_size=8, lr=0.1)
+    shards = [shard_indices(100, plan, rank, seed=rank) for rank in range(3)]
+    assert sorted(torch.cat(shards).tolist()) == list(range(100))
+    # A restarted worker (new seed) gets the same shard in a new order.
+    again = shard_indices(100, plan, 1, seed=999)
+    assert sorted(again.tolist()) == sorted(shards[1].tolist())
+    assert not torch.equal(again, shards[1])
+    # The next epoch reshuffles the shards.
+    nxt = EpochPlan(epoch=1, shuffle_seed=12, num_workers=3, batch_size=8, lr=0.1)
+    assert set(shard_indices(100, nxt, 0, seed=0).tolist()) != set(shards[0].tolist())
+
+
+# ------------------------------------------------------------------------ bad input
+
+
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
+    truncated = tmp_path / "truncated"
+    truncated.mkdir()
+    for name in ("train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"):
+        (truncated / f"{name}.gz").write_bytes(gzip.compress(b"\0\0\x08\x01\0\0\0\0"))
+    # Header says 60000 x 28 x 28, but the data stops after 100 bytes.
+    header = b"\0\0\x08\x03" + (60000).to_bytes(4, "big") + (28).to_bytes(4, "big") * 2
+    (truncated / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(header + b"\0" * 100))
+    corrupt = tmp_path / "corrupt.pt"
+    corrupt.write_bytes(b"this is not a checkpoint")
+    data = ["--data-dir", str(SHARED_MNIST), "--logdir", str(tmp_path / "runs")]
+    cases = {
+        "--workers": ["--workers", "0"],
+        "--batch-size": ["--batch-size", "-1"],
+        "MNIST files missing": ["--data-dir", str(tmp_path / "nowhere"), "--no-download"],
+        "truncated": ["--data-dir", str(truncated)],
+        "not a readable checkpoint": [*data, "--resume", str(corrupt)],
+    }
+    procs = {
+        expected: subprocess.Popen(
+            [sys.executable, "-m", "hogwild.mnist", *argv],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for expected, argv in cases.items()
+    }
+    for expected, proc in procs.items():
+        out, err = proc.communicate(timeout=120)
+        lines = err.strip().splitlines()
+        assert proc.returncode == 2, (expected, err)
+        assert len(lines) == 1, (expected, err)
+        assert lines[0].startswith("hogwild-mnist: error: ") and expected in lines[0], err
+        assert "Traceback" not in err + out
+    assert not (tmp_path / "runs").exists()  # nothing half-made is left behind

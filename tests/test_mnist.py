@@ -87,10 +87,19 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert len(values["test/accuracy"]) == 2
     assert "eval/accuracy" in values and values["eval/accuracy"][-1] > 90.0
 
+    # Resuming a finished run trains nothing; resuming with another optimizer is refused.
+    assert main(quick_args(tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))) == 0
+    assert "nothing to train" in capsys.readouterr().out
+    argv = quick_args(tmp_path, "--epochs", "3", "--resume", str(run / "checkpoint.pt"))
+    assert main([*argv, "--optimizer", "adam"]) == 2
+    assert "trained with --optimizer sgd" in capsys.readouterr().err
+    assert torch.load(run / "checkpoint.pt", weights_only=True)["epoch"] == 2
+
 
 @needs_mnist
-def test_killed_worker_is_restarted_and_the_epoch_completes(tmp_path, caplog):
-    """SIGKILL one worker mid-epoch: it is restarted on its shard and the run finishes."""
+@pytest.mark.parametrize("policy", ["restart", "abort"])
+def test_killed_worker_is_restarted_or_aborts_the_run(tmp_path, caplog, capsys, policy):
+    """SIGKILL one worker mid-epoch: restarted on its shard (run finishes) or exit 1."""
     me = Path("/proc/self/cmdline").read_bytes()
     killed: list[int] = []
 
@@ -111,14 +120,34 @@ def test_killed_worker_is_restarted_and_the_epoch_completes(tmp_path, caplog):
 
     killer = threading.Thread(target=kill_one_worker, daemon=True)
     killer.start()
-    assert main(quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "300")) == 0
+    argv = quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "300")
+    # The abort run also covers Adam and a training subset.
+    extra = ["--optimizer", "adam", "--lr", "1e-3", "--train-subset", "40000"]
+    code = main([*argv, "--on-worker-failure", policy, *(extra if policy == "abort" else [])])
     killer.join(5)
     assert killed, "never saw a worker to kill"
-    assert "restarting worker" in caplog.text
     ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
-    assert ckpt["epoch"] == 1
-    # The restarted worker redid its whole shard, so more than one epoch's worth was trained.
-    assert ckpt["samples"] >= 2 * 300 * 64
+    if policy == "restart":
+        assert code == 0
+        assert "restarting worker" in caplog.text
+        assert ckpt["epoch"] == 1
+        # The restarted worker redid its whole shard: at least one epoch's worth was trained.
+        assert ckpt["samples"] >= 2 * 300 * 64
+    else:
+        assert code == 1
+        assert "was killed by SIGKILL; aborting" in capsys.readouterr().err
+        assert ckpt["epoch"] == 0  # a checkpoint is still written, for --resume
+        assert ckpt["optimizers"][0]["type"] == "SharedAdam"
+
+
+@needs_mnist
+def test_spawned_workers_train_the_shared_model(tmp_path, capsys):
+    """--start-method spawn: the model, optimizers, pool and data are pickled, not inherited."""
+    argv = quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "40")
+    assert main([*argv, "--start-method", "spawn", "--train-subset", "10000"]) == 0
+    ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
+    assert ckpt["samples"] == 2 * 40 * 64
+    assert ckpt["test_accuracy"] > 80.0  # 5k samples: far from chance, so updates landed
 
 
 def _children(pid: int) -> list[int]:

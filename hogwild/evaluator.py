@@ -88,7 +88,9 @@ class Evaluator:
             slots=slots,
             ctx=ctx,
         )
+        self._ctx = ctx
         self.results = ctx.SimpleQueue()
+        self._backlog: list[tuple[int, dict[str, float], torch.Tensor | None]] = []
         self.group = WorkerGroup(
             _evaluate_forever,
             (build, score, self.pool, self.results, str(self.device)),
@@ -97,10 +99,22 @@ class Evaluator:
             start_method="spawn",
             name="evaluator",
             policy=policy or FailurePolicy("restart", max_restarts=3),
-            on_restart=lambda _rank: self.pool.reset_producer(0),
+            on_restart=lambda _rank: self._reset_channels(),
         )
         self.device_used: str | None = None
         self.snapshots: dict[int, torch.Tensor] = {}
+
+    def _reset_channels(self) -> None:
+        # The evaluator died, perhaps holding a lock of either channel (killed inside a
+        # put or a get): its successor gets new ones. Snapshots it had not taken are
+        # dropped (reset_producer frees every slot); scores it had sent are kept.
+        self.pool.reset_producer(0)
+        self._backlog += self._read(self.results)
+        self.results.close()
+        self.results = self._ctx.SimpleQueue()
+        args = list(self.group.args)
+        args[3] = self.results
+        self.group.args = tuple(args)
 
     def start(self) -> Evaluator:
         self.group.start()
@@ -126,16 +140,22 @@ class Evaluator:
         self, ready: Sequence[Any] = ()
     ) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
         """Scores that arrived, as ``(step, metrics, parameters scored)``; checks the process."""
+        out = self._read(self.results)
+        self.group.check(ready)
+        out += self._backlog
+        self._backlog = []
+        return out
+
+    def _read(self, results: Any) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
         out = []
-        while not self.results.empty():
-            msg = self.results.get()
+        while not results.empty():
+            msg = results.get()
             if msg[0] == "started":
                 self.device_used = msg[1]
                 log.info("evaluator running on %s", msg[1])
             else:
                 _, step, metrics = msg
                 out.append((step, metrics, self.snapshots.pop(step, None)))
-        self.group.check(ready)
         return out
 
     def stop(self, timeout: float = 5.0) -> None:

@@ -35,7 +35,11 @@ class PoolTimeout(TimeoutError):
 def get_with_timeout(queue: mp.queues.SimpleQueue, timeout: float | None) -> object:
     """``SimpleQueue.get`` with a timeout (the standard one has none)."""
     deadline = None if timeout is None else time.monotonic() + timeout
-    if not queue._rlock.acquire(timeout=-1 if timeout is None else max(timeout, 0)):
+    # ``acquire(timeout=-1)`` would not block: a SemLock clamps a negative timeout to 0.
+    locked = (
+        queue._rlock.acquire() if timeout is None else queue._rlock.acquire(True, max(timeout, 0))
+    )
+    if not locked:
         raise PoolTimeout
     try:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
@@ -72,9 +76,13 @@ class Producer:
 
     @contextlib.contextmanager
     def message(self, timeout: float | None = None) -> Iterator[dict[str, torch.Tensor]]:
-        """Fill a slot in place inside the ``with`` block; it is sent on normal exit."""
+        """Fill a slot in place inside the ``with`` block; it is sent on normal exit.
+
+        If the block raises, the slot goes back to the free list instead (not leaked).
+        """
         slot = self.acquire(timeout)
-        yield self.view(slot)
+        with self._returned_on_error(slot):
+            yield self.view(slot)
         self.submit(slot)
 
     def try_message(self) -> contextlib.AbstractContextManager[dict[str, torch.Tensor] | None]:
@@ -88,8 +96,17 @@ class Producer:
         except PoolTimeout:
             yield None
             return
-        yield self.view(slot)
+        with self._returned_on_error(slot):
+            yield self.view(slot)
         self.submit(slot)
+
+    @contextlib.contextmanager
+    def _returned_on_error(self, slot: int) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            self._channel.free.put(slot)
+            raise
 
 
 class BufferPool:
@@ -111,6 +128,10 @@ class BufferPool:
             for name, (shape, dtype) in self.layout.items()
         }
         self._channels = [self._new_channel(p) for p in range(producers)]
+        # Consumer-side bookkeeping (local to the consuming process): slots taken and not
+        # yet released, and slots that reset_producer already put back on a free list.
+        self._taken: set[int] = set()
+        self._freed_by_reset: set[int] = set()
 
     def _new_channel(self, producer: int) -> _Channel:
         ch = _Channel(self._ctx.SimpleQueue(), self._ctx.SimpleQueue())
@@ -138,9 +159,12 @@ class BufferPool:
     def take(self, producer: int, timeout: float | None = 0) -> int | None:
         """The next submitted slot of ``producer``, or ``None`` if none arrives in time."""
         try:
-            return get_with_timeout(self._channels[producer].full, timeout)
+            slot = get_with_timeout(self._channels[producer].full, timeout)
         except PoolTimeout:
             return None
+        self._freed_by_reset.discard(slot)
+        self._taken.add(slot)
+        return slot
 
     def receive(self, timeout: float | None = None) -> int | None:
         """The next submitted slot of any producer, or ``None`` after ``timeout`` s."""
@@ -155,17 +179,26 @@ class BufferPool:
         return {name: t[slot] for name, t in self.buffers.items()}
 
     def release(self, slot: int) -> None:
+        self._taken.discard(slot)
+        if slot in self._freed_by_reset:  # already free since reset_producer: not twice
+            self._freed_by_reset.discard(slot)
+            return
         self._channels[slot // self.slots].free.put(slot)
 
     def reset_producer(self, index: int) -> list[int]:
         """Give producer ``index`` a fresh channel with all its slots free (after it died).
 
         Returns the slots it had submitted but the consumer had not taken yet, so they
-        can still be read; the caller must not :meth:`release` them.
+        can still be read: read them at once, before the producer's successor starts
+        (their slots are free again). They need no :meth:`release`; releasing one anyway,
+        or a slot taken before the reset, is ignored rather than freeing it twice.
         """
         pending = []
         while (slot := self.take(index, 0)) is not None:
             pending.append(slot)
+        mine = range(index * self.slots, (index + 1) * self.slots)
+        self._freed_by_reset.update(s for s in self._taken if s in mine)
+        self._taken.difference_update(mine)
         self._close(self._channels[index])
         self._channels[index] = self._new_channel(index)
         return pending

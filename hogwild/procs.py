@@ -41,11 +41,41 @@ class WorkerContext:
     rank: int
     seed: int
     num_threads: int
-    stop_event: object
+    stop_event: StopFlag
     incarnation: int = 0
 
     def should_stop(self) -> bool:
         return self.stop_event.is_set()
+
+
+class StopFlag:
+    """A cross-process stop flag that takes no lock (``Event``-like: set, clear, is_set, wait).
+
+    ``multiprocessing.Event.is_set`` acquires a lock; a worker ``kill -9``'d while inside
+    it (workers call :meth:`WorkerContext.should_stop` in their loops) leaves that lock
+    held for ever, and every other worker's check, and ``stop()``, then blocks. A plain
+    shared byte read or written whole cannot be left half-done.
+    """
+
+    def __init__(self, ctx) -> None:
+        self._value = ctx.RawValue(ctypes.c_bool, False)
+
+    def set(self) -> None:
+        self._value.value = True
+
+    def clear(self) -> None:
+        self._value.value = False
+
+    def is_set(self) -> bool:
+        return bool(self._value.value)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
 
 def die_with_parent() -> None:
@@ -68,6 +98,9 @@ def _bootstrap(target: Callable, ctx: WorkerContext, args: tuple, err: Connectio
     die_with_parent()
     # The terminal's Ctrl-C reaches the whole process group; only the main process acts on it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A forked child inherits the parent's Python handlers (GracefulShutdown's, say): SIGTERM
+    # from stop() must end the worker, not set a flag in its copy of the parent's state.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     torch.set_num_threads(ctx.num_threads)
     seed_everything(ctx.seed)
     try:
@@ -120,7 +153,7 @@ class WorkerGroup:
         self.policy = policy or FailurePolicy()
         self.on_restart = on_restart
         self.name = name
-        self.stop_event = self._ctx.Event()
+        self.stop_event = StopFlag(self._ctx)
         self.slots: list[_Slot] = []
 
     # -- lifecycle -------------------------------------------------------------------

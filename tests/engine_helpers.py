@@ -1,0 +1,262 @@
+"""Helpers for the engine tests: hang guard, fd/process accounting, and process targets.
+
+Everything a child process runs lives here, at module level, so that a ``spawn``ed child
+(the evaluator) or a ``python -c`` subprocess can import it by name.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+
+# -- accounting -------------------------------------------------------------------------
+
+
+def fd_count() -> int:
+    """Open file descriptors of this process."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def shm_entries() -> set[str]:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """``(state, ppid)`` of ``pid``, or ``None`` when it no longer exists."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return fields[0], int(fields[1])
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def child_pids(parent: int | None = None) -> set[int]:
+    """Every process (zombies included) whose parent is ``parent``, found through /proc.
+
+    multiprocessing's resource tracker (a helper the ``spawn`` context starts once and
+    keeps for the life of the interpreter) is not counted.
+    """
+    parent = os.getpid() if parent is None else parent
+    out = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        st = _stat(int(name))
+        if st is not None and st[1] == parent and "resource_tracker" not in _cmdline(int(name)):
+            out.add(int(name))
+    return out
+
+
+def pid_gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
+    st = _stat(pid)
+    return st is None or st[0] in ("Z", "X")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
+
+
+def subprocess_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT), str(TESTS), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    return env
+
+
+def read_line(proc: subprocess.Popen, timeout: float) -> str:
+    """The next line ``proc`` writes to stdout, or ``TimeoutError`` (never hangs)."""
+    import select
+
+    deadline = time.monotonic() + timeout
+    buf = b""
+    fd = proc.stdout.fileno()
+    while not buf.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError(f"no line from pid {proc.pid} in {timeout} s (got {buf!r})")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            raise EOFError(f"pid {proc.pid} closed stdout (got {buf!r})")
+        buf += chunk
+    return buf.decode().strip()
+
+
+# -- BufferPool producers ---------------------------------------------------------------
+
+PAYLOAD = 256  # int64 elements: 2 KB per message
+
+
+def pool_layout() -> dict:
+    return {
+        "header": ((4,), torch.int64),  # producer, seq, checksum, generation
+        "payload": ((PAYLOAD,), torch.int64),
+    }
+
+
+def message_base(index: int, seq: int, generation: int) -> int:
+    return (generation * 16 + index) * 10_000_000 + seq
+
+
+def message_checksum(base: int) -> int:
+    return PAYLOAD * base + PAYLOAD * (PAYLOAD - 1) // 2
+
+
+def produce(producer, index: int, count: int, generation: int, out) -> None:
+    """Send ``count`` messages ``(index, seq)``; report this process's fd counts on ``out``."""
+    torch.set_num_threads(1)
+    ramp = np.arange(PAYLOAD, dtype=np.int64)
+    fds_early = None
+    for seq in range(count):
+        base = message_base(index, seq, generation)
+        with producer.message(timeout=30) as msg:
+            # numpy views of the shared slot: the cheapest way to fill it in place.
+            np.add(ramp, base, out=msg["payload"].numpy())
+            msg["header"].numpy()[:] = (index, seq, message_checksum(base), generation)
+        if seq == min(100, count - 1):
+            fds_early = fd_count()
+    if out is not None:
+        out.put((index, fds_early, fd_count()))
+
+
+def check_message(view: dict[str, torch.Tensor], slots: int, slot: int) -> tuple[int, int, int]:
+    """Validate one received message; return ``(producer, seq, generation)``."""
+    index, seq, checksum, generation = view["header"].tolist()
+    assert slot // slots == index, f"slot {slot} carries producer {index}'s message"
+    base = message_base(index, seq, generation)
+    assert checksum == message_checksum(base), f"bad checksum in {(index, seq)}"
+    payload = view["payload"].numpy()
+    assert payload[0] == base and payload[-1] == base + PAYLOAD - 1, (index, seq)
+    assert int(payload.sum()) == checksum, f"payload of {(index, seq)} is torn"
+    return index, seq, generation
+
+
+# -- WorkerGroup targets (first argument: hogwild.procs.WorkerContext) ------------------
+
+
+def report_then_maybe_raise(
+    ctx, results, fail_ranks, fail_times: int = 1, seconds: float = 0.0
+) -> None:
+    """Report seeds and pid; ranks in ``fail_ranks`` raise in their first ``fail_times`` lives."""
+    results.put(
+        (ctx.rank, ctx.incarnation, ctx.seed, torch.initial_seed(), random.random(), os.getpid())
+    )
+    if ctx.rank in fail_ranks and ctx.incarnation < fail_times:
+        raise ValueError(f"boom from rank {ctx.rank}")
+    time.sleep(seconds)
+
+
+def run_for(ctx, pids, seconds: float) -> None:
+    """Publish the pid, then work (sleep) for ``seconds`` and finish normally.
+
+    ``pids`` is a lock-free shared array (``pids[4 * rank + incarnation]``): a queue would
+    not do, since a worker killed right after ``put`` may still hold the queue's write lock.
+    """
+    pids[4 * ctx.rank + min(ctx.incarnation, 3)] = os.getpid()
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def spin_on_should_stop(ctx, pids) -> None:
+    """Publish the pid at ``pids[rank]``, then check the stop flag in a hot loop."""
+    pids[ctx.rank] = os.getpid()
+    deadline = time.monotonic() + 60
+    n = 0
+    while not ctx.should_stop():
+        n += 1
+        if n % 10_000 == 0 and time.monotonic() > deadline:
+            raise TimeoutError("never told to stop")
+
+
+def ignore_stop(ctx, results, ignore_sigterm: bool) -> None:
+    """Never look at the stop event (and, if asked, ignore SIGTERM as well)."""
+    if ignore_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    results.put((ctx.rank, os.getpid()))
+    deadline = time.monotonic() + 60  # bounded, in case stop() is broken
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def until_stopped(ctx, results) -> None:
+    results.put((ctx.rank, os.getpid()))
+    deadline = time.monotonic() + 60
+    while not ctx.should_stop() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def intermediate_parent() -> None:
+    """Run as ``python -c``: start a WorkerGroup, print the worker's pid, then wait to be killed."""
+    from hogwild.procs import WorkerGroup
+
+    group = WorkerGroup(_sleep_a_minute, (), num_workers=1, seed=0, start_method="fork")
+    group.start()
+    print(group.slots[0].process.pid, flush=True)
+    time.sleep(60)
+    group.stop(1.0)
+
+
+def _sleep_a_minute(ctx) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+# -- evaluator model and score functions (imported by the spawned evaluator) ------------
+
+
+def build_probe() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 3), nn.Tanh(), nn.Linear(3, 2))
+
+
+def score_probe(model: nn.Module, device: torch.device, step: int) -> dict[str, float]:
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    out = model(torch.ones(1, 4, device=device))
+    return {
+        "param_sum": float(flat.sum()),
+        "param_first": float(flat[0]),
+        "output_sum": float(out.sum()),
+        "pid": float(os.getpid()),
+        "step": float(step),
+    }
+
+
+SLOW_FROM_STEP = 1000
+
+
+def score_slow_late(model: nn.Module, device: torch.device, step: int) -> dict[str, float]:
+    """``score_probe``, taking a second for steps from ``SLOW_FROM_STEP`` on (a busy evaluator)."""
+    if step >= SLOW_FROM_STEP:
+        time.sleep(1.0)
+    return score_probe(model, device, step)

@@ -1,0 +1,197 @@
+"""hogwild.optim: shared optimizers match torch.optim, and stay consistent across processes."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+
+import pytest
+import torch
+from torch import nn
+
+from hogwild.checkpoint import load_checkpoint, save_checkpoint
+from hogwild.flat import attach_flat_grad, flatten_parameters
+from hogwild.optim import OPTIMIZERS, SharedAdam, SharedRMSprop, SharedSGD
+
+pytestmark = pytest.mark.usefixtures("hang_guard")
+
+CTX = mp.get_context("fork")
+
+CASES = [
+    (SharedAdam, {"lr": 1e-2}, torch.optim.Adam, {"lr": 1e-2}),
+    (
+        SharedAdam,
+        {"lr": 3e-3, "betas": (0.8, 0.95), "eps": 1e-6, "weight_decay": 0.1},
+        torch.optim.Adam,
+        {"lr": 3e-3, "betas": (0.8, 0.95), "eps": 1e-6, "weight_decay": 0.1},
+    ),
+    (
+        SharedRMSprop,
+        {"lr": 7e-4, "alpha": 0.99, "eps": 1e-5},
+        torch.optim.RMSprop,
+        {"lr": 7e-4, "alpha": 0.99, "eps": 1e-5, "momentum": 0.0, "centered": False},
+    ),
+    (
+        SharedRMSprop,
+        {"lr": 1e-2, "alpha": 0.9, "eps": 0.1},
+        torch.optim.RMSprop,
+        {"lr": 1e-2, "alpha": 0.9, "eps": 0.1},
+    ),
+    (SharedSGD, {"lr": 0.1}, torch.optim.SGD, {"lr": 0.1}),
+    (
+        SharedSGD,
+        {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+        torch.optim.SGD,
+        {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01},
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("ours", "our_kw", "theirs", "their_kw"),
+    CASES,
+    ids=["adam", "adam-wd", "rmsprop", "rmsprop-alpha", "sgd", "sgd-momentum-wd"],
+)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_matches_torch_optim(ours, our_kw, theirs, their_kw, dtype):
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(257, generator=gen, dtype=dtype)
+    grads = [torch.randn(257, generator=gen, dtype=dtype) * (i + 1) for i in range(6)]
+    params = start.clone()
+    opt = ours(params, **our_kw)
+    ref = nn.Parameter(start.clone())
+    ref_opt = theirs([ref], **their_kw)
+    for g in grads:
+        opt.step(g)
+        ref.grad = g.clone()
+        ref_opt.step()
+        tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == torch.float64 else {}
+        torch.testing.assert_close(params, ref.detach(), **tol)
+    assert opt.total_steps == len(grads)
+    assert not torch.equal(params, start)
+
+
+def test_lr_override_applies_to_one_step_only():
+    params = torch.zeros(3)
+    opt = SharedSGD(params, lr=0.5)
+    g = torch.ones(3)
+    opt.step(g, lr=0.25)
+    assert params.tolist() == [-0.25] * 3
+    opt.step(g)
+    assert params.tolist() == [-0.75] * 3
+
+
+def test_each_update_applies_exactly_its_own_gradient():
+    """With the flat grad zeroed between updates, step k moves params by exactly -lr*g."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1, bias=False)
+    flat = flatten_parameters(model)
+    grad = attach_flat_grad(model, flat)
+    opt = SharedSGD(flat, lr=0.5)
+    x = torch.tensor([[1.0, 2.0, -1.0, 0.5]])  # d(sum(w.x))/dw = x, whatever w is
+    before = flat.clone()
+    for k in range(1, 6):
+        model(x).sum().backward()
+        assert torch.equal(grad, x[0]), f"update {k}: the gradient accumulated to {grad}"
+        opt.step(grad)
+        grad.zero_()
+        torch.testing.assert_close(flat, before - 0.5 * k * x[0], rtol=0, atol=1e-6)
+    # The optimizer never keeps or reuses a gradient of its own.
+    opt.step(torch.zeros(4))
+    torch.testing.assert_close(flat, before - 2.5 * x[0], rtol=0, atol=1e-6)
+
+
+def _step_shared(opt, rank: int, steps: int, seed: int) -> None:
+    torch.set_num_threads(1)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        opt.step(torch.randn(opt.params.numel(), generator=gen), worker=rank)
+
+
+def _run_workers(opt, steps: int, workers: int = 2) -> None:
+    procs = [
+        CTX.Process(target=_step_shared, args=(opt, rank, steps, 100 + rank), daemon=True)
+        for rank in range(workers)
+    ]
+    for p in procs:
+        p.start()
+    try:
+        for p in procs:
+            p.join(30)
+            assert p.exitcode == 0, f"stepping process exited with {p.exitcode}"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+
+
+def test_two_processes_stepping_one_shared_adam_leave_one_consistent_state():
+    params = torch.randn(1000)
+    start = params.clone()
+    opt = SharedAdam(params, lr=1e-3, num_workers=2).share_memory()
+    assert all(t.is_shared() for t in (opt.params, opt.steps, *opt.state.values()))
+    _run_workers(opt, steps=300)
+    # Counts are exact (one counter per worker, each written by its owner only).
+    assert opt.steps.tolist() == [300, 300]
+    assert opt.total_steps == 600
+    # The workers' updates and moments landed in the parent's (shared) tensors.
+    assert not torch.equal(params, start)
+    assert torch.isfinite(params).all()
+    assert opt.state["exp_avg"].abs().sum() > 0
+    assert (opt.state["exp_avg_sq"] > 0).all()
+    # Adam moves each coordinate by at most ~lr per step.
+    assert (params - start).abs().max() <= 600 * 1e-3 * 1.01
+
+
+def test_shared_sgd_steps_from_two_processes_are_all_counted():
+    """Lock-free updates may race (Hogwild!); the step counts may not."""
+    params = torch.zeros(10)
+    opt = SharedSGD(params, lr=1e-3, num_workers=2).share_memory()
+    _run_workers(opt, steps=200)
+    assert opt.total_steps == 400
+    assert params.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_state_dict_round_trip_through_a_checkpoint(name, tmp_path):
+    cls = OPTIMIZERS[name]
+    gen = torch.Generator().manual_seed(1)
+    params = torch.randn(50, generator=gen)
+    kw = {"momentum": 0.9} if name == "sgd" else {}
+    opt = cls(params, lr=1e-2, num_workers=3, **kw)
+    grads = [torch.randn(50, generator=gen) for _ in range(8)]
+    for i, g in enumerate(grads[:5]):
+        opt.step(g, worker=i % 3)
+    path = save_checkpoint({"optimizer": opt.state_dict(), "params": params}, tmp_path / "o.pt")
+    ckpt = load_checkpoint(path, required=("optimizer", "params"))
+
+    restored_params = ckpt["params"].clone()
+    restored = cls(restored_params, lr=1e-2, num_workers=2, **kw).share_memory()
+    storage = {k: v.data_ptr() for k, v in restored.state.items()}
+    restored.load_state_dict(ckpt["optimizer"])
+    assert {k: v.data_ptr() for k, v in restored.state.items()} == storage  # loaded in place
+    assert all(v.is_shared() for v in restored.state.values())
+    assert restored.total_steps == 5
+    for key, value in opt.state.items():
+        assert torch.equal(restored.state[key], value)
+    assert ckpt["optimizer"]["hyperparameters"] == opt.hyperparameters()
+    # Resumed training continues exactly as uninterrupted training would.
+    for g in grads[5:]:
+        opt.step(g)
+        restored.step(g, worker=1)
+    torch.testing.assert_close(restored_params, params, rtol=0, atol=0)
+
+
+def test_load_state_dict_rejects_another_optimizer_or_shape():
+    adam = SharedAdam(torch.zeros(4))
+    with pytest.raises(ValueError, match="for SharedRMSprop, not SharedAdam"):
+        adam.load_state_dict(SharedRMSprop(torch.zeros(4)).state_dict())
+    with pytest.raises(ValueError, match=r"'exp_avg' has shape \(5,\), expected \(4,\)"):
+        adam.load_state_dict(SharedAdam(torch.zeros(5)).state_dict())
+
+
+def test_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="flat parameter vector"):
+        SharedAdam(torch.zeros(2, 2))
+    with pytest.raises(ValueError, match="positive"):
+        SharedSGD(torch.zeros(2), lr=0)

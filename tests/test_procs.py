@@ -1,0 +1,301 @@
+"""hogwild.procs: supervised worker processes (real ones), failures, stop, die-with-parent."""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from multiprocessing.connection import wait
+
+import pytest
+from engine_helpers import (
+    ROOT,
+    child_pids,
+    ignore_stop,
+    pid_gone,
+    read_line,
+    report_then_maybe_raise,
+    run_for,
+    spin_on_should_stop,
+    subprocess_env,
+    until_stopped,
+    wait_for,
+)
+
+from hogwild.pool import get_with_timeout
+from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
+from hogwild.shutdown import GracefulShutdown
+
+pytestmark = pytest.mark.usefixtures("hang_guard")
+
+CTX = mp.get_context("fork")
+
+
+@pytest.fixture
+def no_leftover_children():
+    """Every test here must end with no child process of ours left, alive or zombie."""
+    before = child_pids()
+    yield
+    assert mp.active_children() == []
+    assert wait_for(lambda: not (child_pids() - before), 2.0), child_pids() - before
+
+
+@pytest.fixture
+def caplog_procs(caplog):
+    caplog.set_level(logging.INFO, logger="hogwild.procs")
+    return caplog
+
+
+def supervise(group: WorkerGroup, timeout: float, on_ready=None) -> list[int]:
+    """The main loop of a trainer, minus the training: wait on sentinels, check, repeat."""
+    restarted: list[int] = []
+    deadline = time.monotonic() + timeout
+    while not group.finished:
+        assert time.monotonic() < deadline, f"group not finished after {timeout} s"
+        ready = wait(group.sentinels(), timeout=0.5)
+        got = group.check(ready)
+        restarted += got
+        if on_ready is not None:
+            on_ready(got)
+    return restarted
+
+
+def drain(queue, n: int, timeout: float = 10.0) -> list:
+    return [get_with_timeout(queue, timeout) for _ in range(n)]
+
+
+def error_records(caplog, text: str) -> list[logging.LogRecord]:
+    return [
+        r
+        for r in caplog.records
+        if r.name == "hogwild.procs" and r.levelno >= logging.ERROR and text in r.getMessage()
+    ]
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_raising_worker_is_logged_once_and_restarted_with_a_new_seed(caplog_procs):
+    results = CTX.SimpleQueue()
+    group = WorkerGroup(
+        report_then_maybe_raise,
+        (results, {1}, 1, 0.05),
+        num_workers=2,
+        seed=123,
+        policy=FailurePolicy("restart", max_restarts=5),
+    )
+    group.start()
+    try:
+        restarted = supervise(group, timeout=30)
+    finally:
+        group.stop(timeout=2)
+    assert restarted == [1]
+    assert group.policy.restarts == 1
+    reports = {(r[0], r[1]): r for r in drain(results, 3)}
+    assert sorted(reports) == [(0, 0), (1, 0), (1, 1)]
+    for _rank, _inc, seed, torch_seed, _rnd, _pid in reports.values():
+        assert torch_seed == seed  # every RNG seeded from the worker's seed
+    assert len({r[2] for r in reports.values()}) == 3, "seeds must differ by rank and incarnation"
+    assert reports[(1, 1)][4] != reports[(1, 0)][4], "the restart replayed the same random stream"
+    assert reports[(1, 1)][5] != reports[(1, 0)][5]
+    # The traceback is logged once, with the worker and the exception.
+    logged = error_records(caplog_procs, "boom from rank 1")
+    assert len(logged) == 1, [r.getMessage() for r in logged]
+    text = logged[0].getMessage()
+    assert text.startswith(f"worker 1 (pid {reports[(1, 0)][5]}) exited with code 1")
+    assert "Traceback (most recent call last)" in text and "ValueError: boom from rank 1" in text
+    assert sum("restarting worker 1" in r.getMessage() for r in caplog_procs.records) == 1
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_raising_worker_with_policy_abort_raises_worker_failure(caplog_procs):
+    results = CTX.SimpleQueue()
+    group = WorkerGroup(
+        report_then_maybe_raise,
+        (results, {1}, 1, 5.0),
+        num_workers=2,
+        seed=0,
+        policy=FailurePolicy("abort"),
+    )
+    group.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(WorkerFailure) as info:
+            supervise(group, timeout=30)
+    finally:
+        group.stop(timeout=1)
+    assert time.monotonic() - t0 < 10
+    message = str(info.value)
+    assert re.fullmatch(
+        r"worker 1 \(pid \d+\) exited with code 1: ValueError: boom from rank 1; aborting", message
+    ), message
+    assert len(error_records(caplog_procs, "boom from rank 1")) == 1
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_restarts_are_capped_then_the_group_aborts(caplog_procs):
+    results = CTX.SimpleQueue()
+    group = WorkerGroup(
+        report_then_maybe_raise,
+        (results, {0}, 99),  # rank 0 fails in every incarnation
+        num_workers=1,
+        seed=0,
+        policy=FailurePolicy("restart", max_restarts=2),
+    )
+    group.start()
+    try:
+        with pytest.raises(WorkerFailure, match=r"boom from rank 0; aborting after 2 restarts"):
+            supervise(group, timeout=30)
+    finally:
+        group.stop(timeout=1)
+    assert len(error_records(caplog_procs, "boom from rank 0")) == 3  # once per incarnation
+
+
+def published_pids(pids, count: int, timeout: float = 10.0) -> dict[tuple[int, int], int]:
+    assert wait_for(lambda: sum(p != 0 for p in pids) >= count, timeout), list(pids)
+    return {(i // 4, i % 4): p for i, p in enumerate(pids) if p}
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_kill_minus_9_is_noticed_at_once_and_the_worker_restarted(caplog_procs):
+    pids = CTX.Array("i", 8, lock=False)
+    group = WorkerGroup(
+        run_for,
+        (pids, 1.5),
+        num_workers=2,
+        seed=0,
+        policy=FailurePolicy("restart", max_restarts=3),
+    )
+    group.start()
+    try:
+        victim = published_pids(pids, 2)[(1, 0)]
+        os.kill(victim, signal.SIGKILL)
+        t_kill = time.monotonic()
+        noticed: list[float] = []
+        restarted = supervise(
+            group, timeout=30, on_ready=lambda got: got and noticed.append(time.monotonic())
+        )
+    finally:
+        group.stop(timeout=2)
+    assert restarted == [1]
+    delay = noticed[0] - t_kill
+    assert delay < 1.0, f"death noticed after {delay:.2f} s"
+    reborn = published_pids(pids, 3)[(1, 1)]
+    assert reborn != victim
+    assert all(s.process.exitcode == 0 for s in group.slots)
+    assert group.slots[1].process.pid == reborn and group.slots[1].incarnation == 1
+    logged = error_records(caplog_procs, f"worker 1 (pid {victim}) was killed by SIGKILL")
+    assert len(logged) == 1
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_kill_minus_9_with_policy_abort_raises_within_seconds():
+    pids = CTX.Array("i", 8, lock=False)
+    group = WorkerGroup(run_for, (pids, 20.0), num_workers=2, seed=0, policy=FailurePolicy("abort"))
+    group.start()
+    try:
+        victim = published_pids(pids, 2)[(0, 0)]
+        os.kill(victim, signal.SIGKILL)
+        t_kill = time.monotonic()
+        with pytest.raises(WorkerFailure) as info:
+            supervise(group, timeout=30)
+        assert time.monotonic() - t_kill < 2.0
+    finally:
+        group.stop(timeout=0.3)  # the survivor ignores the stop event: terminated
+    assert str(info.value) == f"worker 0 (pid {victim}) was killed by SIGKILL; aborting"
+    assert group.slots[1].process.exitcode == -signal.SIGTERM
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_kill_minus_9_while_checking_the_stop_flag_wedges_nothing():
+    """Killing a worker inside ``should_stop()`` must not block the others, or ``stop()``."""
+    pids = CTX.Array("i", 2, lock=False)
+    group = WorkerGroup(
+        spin_on_should_stop,
+        (pids,),
+        num_workers=2,
+        seed=0,
+        policy=FailurePolicy("restart", max_restarts=100),
+    )
+    group.start()
+    try:
+        last = 0
+        for _ in range(15):
+            assert wait_for(lambda last=last: pids[0] not in (0, last), 10), "no new worker 0"
+            last = pids[0]
+            os.kill(last, signal.SIGKILL)
+            deadline = time.monotonic() + 10
+            while not group.check(wait(group.sentinels(), timeout=0.5)):
+                assert time.monotonic() < deadline, "the kill was not noticed"
+        assert wait_for(lambda: pids[0] != last, 10)
+    finally:
+        t0 = time.monotonic()
+        group.stop(timeout=3)
+    assert time.monotonic() - t0 < 3
+    assert [s.process.exitcode for s in group.slots] == [0, 0]  # both saw the flag
+    assert group.policy.restarts == 15
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+@pytest.mark.parametrize(
+    ("target", "args", "exitcode", "limit"),
+    [
+        (until_stopped, (), 0, 1.5),  # honours the stop event
+        (ignore_stop, (False,), -signal.SIGTERM, 0.3 + 2.0),  # needs SIGTERM
+        (ignore_stop, (True,), -signal.SIGKILL, 0.3 + 3.0),  # needs SIGKILL
+    ],
+    ids=["cooperative", "ignores-stop-event", "ignores-sigterm-too"],
+)
+def test_stop_ends_every_worker_within_the_timeout(target, args, exitcode, limit):
+    results = CTX.SimpleQueue()
+    group = WorkerGroup(target, (results, *args), num_workers=2, seed=0)
+    group.start()
+    pids = [pid for _, pid in drain(results, 2)]
+    t0 = time.monotonic()
+    group.stop(timeout=0.3)
+    elapsed = time.monotonic() - t0
+    assert elapsed < limit, f"stop took {elapsed:.2f} s"
+    assert [s.process.exitcode for s in group.slots] == [exitcode, exitcode]
+    assert all(pid_gone(pid) for pid in pids)
+    assert group.finished and group.sentinels() == []
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_stop_terminates_workers_forked_under_graceful_shutdown():
+    """A worker must not inherit the main process's SIGTERM handler (it would only set a flag)."""
+    results = CTX.SimpleQueue()
+    group = WorkerGroup(ignore_stop, (results, False), num_workers=1, seed=0)
+    with GracefulShutdown():
+        group.start()
+        drain(results, 1)
+        t0 = time.monotonic()
+        group.stop(timeout=0.3)
+    assert group.slots[0].process.exitcode == -signal.SIGTERM
+    assert time.monotonic() - t0 < 2.0
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_worker_dies_with_its_parent():
+    intermediate = subprocess.Popen(
+        [sys.executable, "-c", "import engine_helpers; engine_helpers.intermediate_parent()"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+    )
+    worker = None
+    try:
+        worker = int(read_line(intermediate, timeout=30))
+        assert not pid_gone(worker)
+        intermediate.kill()
+        intermediate.wait(10)
+        assert wait_for(lambda: pid_gone(worker), 5.0), f"worker {worker} outlived its parent"
+    finally:
+        if intermediate.poll() is None:
+            intermediate.kill()
+            intermediate.wait(10)
+        if worker is not None and not pid_gone(worker):
+            os.kill(worker, signal.SIGKILL)
+        intermediate.stdout.close()

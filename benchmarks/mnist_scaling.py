@@ -45,7 +45,7 @@ from hogwild.mnist import (  # noqa: E402
     make_optimizer,
     train_worker,
 )
-from hogwild.mnist_data import default_data_dir, load_mnist  # noqa: E402
+from hogwild.mnist_data import MnistData, default_data_dir, load_mnist  # noqa: E402
 from hogwild.pool import BufferPool  # noqa: E402
 from hogwild.procs import WorkerGroup  # noqa: E402
 
@@ -71,7 +71,7 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def measure(
-    workers: int, data, cfg: MnistConfig, warmup: float, window: float, seed: int
+    workers: int, data: MnistData, cfg: MnistConfig, warmup: float, window: float, seed: int
 ) -> tuple[float, float]:
     """Samples/s of ``workers`` Hogwild! workers over [warmup, warmup + window] s, and
     samples per CPU-second of those workers (which other load on the machine barely

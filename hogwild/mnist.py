@@ -44,6 +44,7 @@ from hogwild.optim import SharedAdam, SharedOptimizer, SharedSGD
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import FailurePolicy, WorkerContext, WorkerFailure, WorkerGroup
 from hogwild.rundir import Progress, RunDir, config_dict
+from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +130,8 @@ def evaluate(
     batch_size: int = 1000,
     nhwc: bool = True,
 ) -> tuple[float, int]:
-    """Mean NLL loss and number correct over ``images`` (model left in train mode)."""
+    """Mean NLL loss and number correct over ``images``, in eval mode (then restored)."""
+    was_training = model.training
     model.eval()
     total_loss, correct = 0.0, 0
     with torch.no_grad():
@@ -138,7 +140,7 @@ def evaluate(
             out = model(channels_last(x) if nhwc else x)
             total_loss += float(F.nll_loss(out, y, reduction="sum"))
             correct += int((out.argmax(1) == y).sum())
-    model.train()
+    model.train(was_training)
     return total_loss / images.shape[0], correct
 
 
@@ -405,12 +407,13 @@ class Trainer:
         except UsageError:
             raise
         except Exception as e:  # the weights-only unpickler can raise anything on garbage
+            reason = " ".join(str(e).split())[:200]
             raise UsageError(
-                f"{path}: not a readable checkpoint ({type(e).__name__}: {e})"
+                f"{path}: not a readable checkpoint ({type(e).__name__}: {reason})"
             ) from None
-        if ck["format"] != CHECKPOINT_FORMAT:
-            raise UsageError(f"{path}: not a {PROG} checkpoint ({ck['format']!r})")
         saved = ck["config"]
+        if ck["format"] != CHECKPOINT_FORMAT or not isinstance(saved, dict):
+            raise UsageError(f"{path}: not a {PROG} checkpoint")
         for key, flag in (("model", "--model"), ("optimizer", "--optimizer")):
             if saved.get(key) != getattr(self.cfg, key):
                 raise UsageError(
@@ -428,8 +431,8 @@ class Trainer:
                 # A different worker count is allowed: ranks reuse saved states round-robin.
                 opt.load_state_dict(saved[rank % len(saved)])
         except (RuntimeError, ValueError, KeyError, TypeError, ZeroDivisionError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise UsageError(f"{self.cfg.resume}: does not fit this model ({first})") from None
+            reason = " ".join(str(e).split())[:300] or type(e).__name__
+            raise UsageError(f"{self.cfg.resume}: does not fit this model ({reason})") from None
         self.start_epoch = int(ck["epoch"])
         self.samples = int(ck.get("samples", 0))
         self.elapsed0 = float(ck.get("elapsed", 0.0))
@@ -451,7 +454,7 @@ class Trainer:
             ctx.set_forkserver_preload(["torch", "hogwild.rundir", "hogwild.evaluator"])
         self.pool = BufferPool(TELEMETRY, producers=cfg.workers, slots=4, ctx=ctx)
 
-    def run(self, shutdown: Any) -> RunResult:
+    def run(self, shutdown: GracefulShutdown) -> RunResult:
         """Train from ``start_epoch`` to ``cfg.epochs`` (or a stop); checkpoint; report."""
         cfg = self.cfg
         self.shutdown = shutdown
@@ -769,9 +772,11 @@ def _k(rate: float) -> str:
 
 
 def train(cfg: MnistConfig, out: Any = None) -> RunResult:
-    """Run training with graceful Ctrl-C/SIGTERM handling; the programmatic entry point."""
-    from hogwild.shutdown import GracefulShutdown
+    """Run training with graceful Ctrl-C/SIGTERM handling; the programmatic entry point.
 
+    ``out`` receives the console lines (default stdout). The caller's torch thread count
+    is restored afterwards (the run itself keeps the main process at one thread).
+    """
     threads = torch.get_num_threads()
     try:
         trainer = Trainer(cfg, out)
@@ -820,10 +825,11 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         epilog=(
             "examples:\n"
-            f"  {PROG}                                  # 2 workers, 4 epochs, ~99% accuracy\n"
-            f"  {PROG} --workers 4 --epochs 10 --eval-interval 5\n"
+            f"  {PROG}                        # 2 workers, 4 epochs: ~99% test accuracy\n"
+            f"  {PROG} --workers 4 --eval-interval 5\n"
+            f"  {PROG} --model example --lr 0.01 --momentum 0.5 --lr-decay 1  # PyTorch's\n"
             f"  {PROG} --resume runs/<run>/checkpoint.pt --epochs 6\n"
-            "TensorBoard: tensorboard --logdir runs"
+            "then: tensorboard --logdir runs"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

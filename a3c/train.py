@@ -172,7 +172,7 @@ class Trainer:
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
         reason, exit_code = "step budget reached", 0
-        with GracefulShutdown(on_force=self._kill_all) as shutdown:
+        with GracefulShutdown(on_force=self._kill_all, on_request=self._stop_workers) as shutdown:
             self.t0 = time.monotonic()
             self.group.start()
             if self.evaluator is not None:
@@ -380,6 +380,11 @@ class Trainer:
             },
             self.rundir.path / name,
         )
+
+    def _stop_workers(self) -> None:
+        self.group.stop_event.set()
+        if self.evaluator is not None:
+            self.evaluator.group.stop_event.set()
 
     def _kill_all(self) -> None:
         self.group.kill_now()

@@ -756,6 +756,11 @@ class Trainer:
             self._drain()
             self.group = None
 
+    def request_stop(self) -> None:
+        """First Ctrl-C/SIGTERM: raise the stop flag now, so a signalled worker is not restarted."""
+        if self.group is not None:
+            self.group.stop_event.set()
+
     def kill_all(self) -> None:
         """Second Ctrl-C: kill every child at once."""
         if self.group is not None:
@@ -780,7 +785,9 @@ def train(cfg: MnistConfig, out: Any = None) -> RunResult:
     threads = torch.get_num_threads()
     try:
         trainer = Trainer(cfg, out)
-        with GracefulShutdown(on_force=trainer.kill_all) as shutdown:
+        with GracefulShutdown(
+            on_force=trainer.kill_all, on_request=trainer.request_stop
+        ) as shutdown:
             return trainer.run(shutdown)
     finally:
         torch.set_num_threads(threads)

@@ -14,11 +14,19 @@ class GracefulShutdown:
 
     The main loop then stops the workers, writes its final checkpoint and exits with
     ``exit_code`` (128 + signal number: 130 for Ctrl-C, 143 for SIGTERM). A second
-    SIGINT calls ``on_force`` (kill the children) and exits at once.
+    SIGINT calls ``on_force`` (kill the children) and exits at once. ``on_request`` runs
+    at the first signal, inside the handler: use it to raise the workers' stop flag at
+    once, so that a worker which got the same signal (a launcher may signal the whole
+    process group) is not mistaken for a failure and restarted.
     """
 
-    def __init__(self, on_force: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_force: Callable[[], None] | None = None,
+        on_request: Callable[[], None] | None = None,
+    ) -> None:
         self.on_force = on_force
+        self.on_request = on_request
         self.signum: int | None = None
         self._previous: dict[int, object] = {}
 
@@ -39,6 +47,8 @@ class GracefulShutdown:
         if self.signum is None:
             self.signum = signum
             name = "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
+            if self.on_request is not None:
+                self.on_request()
             print(
                 f"\n{name}: stopping workers and saving a checkpoint "
                 "(Ctrl-C again to exit at once)",

@@ -203,6 +203,7 @@ def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
+    shm_before = set(os.listdir("/dev/shm"))
     proc, kids = start_training(tmp_path, "--eval-interval", "1")
     proc.send_signal(sig)
     try:
@@ -216,6 +217,7 @@ def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
     assert ckpt["env_steps"] > 0
     time.sleep(0.5)
     assert not [k for k in kids if alive(k)], "child processes outlived the run"
+    assert not set(os.listdir("/dev/shm")) - shm_before, "shared memory leaked"
 
 
 def test_killed_worker_is_restarted_and_run_finishes(tmp_path):

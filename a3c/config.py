@@ -16,8 +16,8 @@ class A3CConfig:
     time_limit: float | None = None
     target_return: float | None = None
     target_metric: str = "train"
-    gamma: float = 0.99
-    gae_lambda: float = 1.0
+    gamma: float = 0.98
+    gae_lambda: float = 0.95
     optimizer: str = "rmsprop"
     lr: float = 7e-4
     lr_schedule: str = "constant"

@@ -78,13 +78,17 @@ class StopFlag:
         return True
 
 
-def die_with_parent() -> None:
-    """Ask Linux to kill this process when its parent dies, so no orphan outlives a crash."""
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Ask Linux to kill this process when its parent dies, so no orphan outlives a crash.
+
+    ``parent_pid`` (the pid of the process that started this one) closes the window in
+    which the parent died before ``prctl`` took effect: the orphan then has another parent
+    (init, or a container's reaper) and exits at once.
+    """
     if sys.platform.startswith("linux"):
         with contextlib.suppress(Exception):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    # The parent may have died before prctl took effect.
-    if os.getppid() == 1:
+    if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)
 
 
@@ -94,8 +98,10 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _bootstrap(target: Callable, ctx: WorkerContext, args: tuple, err: Connection) -> None:
-    die_with_parent()
+def _bootstrap(
+    target: Callable, ctx: WorkerContext, args: tuple, err: Connection, parent_pid: int
+) -> None:
+    die_with_parent(parent_pid)
     # The terminal's Ctrl-C reaches the whole process group; only the main process acts on it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A forked child inherits the parent's Python handlers (GracefulShutdown's, say): SIGTERM
@@ -105,6 +111,12 @@ def _bootstrap(target: Callable, ctx: WorkerContext, args: tuple, err: Connectio
     seed_everything(ctx.seed)
     try:
         target(ctx, *args)
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            with contextlib.suppress(Exception):
+                err.send(f"worker called sys.exit({e.code!r})")
+        err.close()
+        os._exit(0 if e.code in (None, 0) else 1)
     except BaseException:
         with contextlib.suppress(Exception):
             err.send(traceback.format_exc())
@@ -168,7 +180,7 @@ class WorkerGroup:
         reader, writer = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=_bootstrap,
-            args=(self.target, ctx, self.args, writer),
+            args=(self.target, ctx, self.args, writer, os.getpid()),
             name=f"{self.name}-{rank}",
             daemon=True,
         )

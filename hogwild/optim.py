@@ -173,12 +173,8 @@ class SharedSGD(SharedOptimizer):
         if self.weight_decay:
             grad = grad.add(self.params, alpha=self.weight_decay)
         if self.momentum:
-            buf = self.state["momentum_buffer"]
-            if self.total_steps == 1:
-                buf.copy_(grad)
-            else:
-                buf.mul_(self.momentum).add_(grad)
-            grad = buf
+            # The buffer starts at zero, so the first step stores the gradient, as in torch.
+            grad = self.state["momentum_buffer"].mul_(self.momentum).add_(grad)
         self.params.add_(grad, alpha=-lr)
 
 

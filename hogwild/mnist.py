@@ -13,12 +13,24 @@ workers (restarting a dead one, which redoes its shard with a fresh seed). When 
 done, nothing trains: the main process scores the test set, logs, checkpoints, and
 starts the next generation. A fork per epoch costs milliseconds; in exchange there is
 no cross-process barrier to get wrong and every checkpoint is of a quiescent model.
+
+Two more ways to run the same model on the same data (see ``--help``):
+
+* ``--mode ddp``: the synchronous baseline, N ``DistributedDataParallel`` ranks
+  (:mod:`hogwild.mnist_ddp`).
+* under ``torchrun``: one Hogwild! node per machine, each with its own workers on its
+  own shard of the data, averaging parameters with the other nodes every
+  ``--sync-every`` seconds (:class:`hogwild.distributed.NodeSync`). Every node's epoch
+  generation must be over before anyone tests: a node that is done keeps voting "done"
+  in the averaging rounds until the totals say all nodes are; a last exact round then
+  leaves every node with the same model, which rank 0 alone tests, logs and checkpoints.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import logging
 import math
 import sys
@@ -30,16 +42,26 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch import nn
 
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.cli import nonnegative_int, positive_float, positive_int, run_cli, unit_float
+from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, resolve_device
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.mnist_data import FILES, MNIST_MEAN, MNIST_STD, default_data_dir, load_mnist, read_idx
+from hogwild.mnist_data import (
+    FILES,
+    MNIST_MEAN,
+    MNIST_STD,
+    MnistData,
+    default_data_dir,
+    load_mnist,
+    read_idx,
+)
 from hogwild.optim import SharedAdam, SharedOptimizer, SharedSGD
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import FailurePolicy, WorkerContext, WorkerFailure, WorkerGroup
@@ -202,6 +224,8 @@ class EpochPlan:
     max_batches: int | None = None
     nhwc: bool = True
     passes: int = 1  # >1 only for benchmarks that want a long steady window
+    node_rank: int = 0  # under torchrun: this node's rank, and how many nodes share the data
+    nodes: int = 1
 
 
 def shard_indices(n: int, plan: EpochPlan, rank: int, seed: int) -> torch.Tensor:
@@ -209,11 +233,13 @@ def shard_indices(n: int, plan: EpochPlan, rank: int, seed: int) -> torch.Tensor
 
     The shard is ``DistributedSampler``'s: every ``num_workers``-th index of a permutation
     that all workers compute alike from ``shuffle_seed``, so the shards are disjoint and
-    cover the data. Within the shard the order comes from the worker's own ``seed``,
-    which changes when a dead worker is restarted.
+    cover the data. Across ``nodes`` nodes there are ``nodes * num_workers`` shards and
+    local worker ``rank`` of node ``node_rank`` takes shard ``node_rank * num_workers +
+    rank``. Within the shard the order comes from the worker's own ``seed``, which
+    changes when a dead worker is restarted.
     """
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(plan.shuffle_seed))
-    shard = perm[rank :: plan.num_workers]
+    shard = perm[plan.node_rank * plan.num_workers + rank :: plan.num_workers * plan.nodes]
     order = torch.randperm(shard.numel(), generator=torch.Generator().manual_seed(seed))
     return shard[order]
 
@@ -314,6 +340,17 @@ class MnistConfig:
     eval_interval: float = 0.0
     eval_device: str = "auto"
     channels_last: bool = True
+    mode: str = "hogwild"
+    sync_every: float = 2.0
+    dist_timeout: float = 60.0
+
+
+# Flags that must be the same on every node of a torchrun job: they decide the shards, the
+# schedule and what is trained.
+SAME_ON_EVERY_NODE = (
+    "mode", "model", "optimizer", "batch_size", "epochs", "lr", "momentum", "lr_decay",
+    "seed", "workers", "train_subset", "max_batches_per_epoch", "target_accuracy",
+)  # fmt: skip
 
 
 def make_optimizer(cfg: MnistConfig, flat: torch.Tensor) -> SharedOptimizer:
@@ -328,6 +365,50 @@ def make_optimizer(cfg: MnistConfig, flat: torch.Tensor) -> SharedOptimizer:
 def epoch_lr(cfg: MnistConfig, epoch: int) -> float:
     """Step decay per epoch (``StepLR(step_size=1, gamma=lr_decay)``); epochs count from 0."""
     return cfg.lr * cfg.lr_decay**epoch
+
+
+def load_data(cfg: MnistConfig) -> MnistData:
+    """All of MNIST (or the first ``--train-subset`` training images), in shared memory."""
+    data = load_mnist(cfg.data_dir, download=cfg.download)
+    if cfg.train_subset is not None:
+        if cfg.train_subset > data.train_images.shape[0]:
+            raise UsageError(
+                f"--train-subset {cfg.train_subset} exceeds the "
+                f"{data.train_images.shape[0]} training images"
+            )
+        data.train_images = data.train_images[: cfg.train_subset].clone()
+        data.train_labels = data.train_labels[: cfg.train_subset].clone()
+    return data.share_memory_()
+
+
+def load_resume(cfg: MnistConfig) -> dict[str, Any]:
+    """The ``--resume`` checkpoint, checked against this run's mode, model and optimizer."""
+    path = cfg.resume
+    try:
+        ck = load_checkpoint(path, required=("format", "model", "optimizers", "epoch", "config"))
+    except UsageError:
+        raise
+    except Exception as e:  # the weights-only unpickler can raise anything on garbage
+        reason = " ".join(str(e).split())[:200]
+        raise UsageError(
+            f"{path}: not a readable checkpoint ({type(e).__name__}: {reason})"
+        ) from None
+    saved = ck["config"]
+    if ck["format"] != CHECKPOINT_FORMAT or not isinstance(saved, dict):
+        raise UsageError(f"{path}: not a {PROG} checkpoint")
+    saved = {"mode": "hogwild", **saved}  # checkpoints from before --mode existed
+    for key, flag in (("mode", "--mode"), ("model", "--model"), ("optimizer", "--optimizer")):
+        if saved.get(key) != getattr(cfg, key):
+            raise UsageError(
+                f"{path} was trained with {flag} {saved.get(key)}, "
+                f"not {getattr(cfg, key)}; pass {flag} {saved.get(key)}"
+            )
+    return ck
+
+
+def params_digest(flat: torch.Tensor) -> str:
+    """A short fingerprint of the parameters' exact bits (nodes compare theirs at the end)."""
+    return hashlib.sha256(flat.detach().cpu().contiguous().numpy().tobytes()).hexdigest()[:16]
 
 
 # ----------------------------------------------------------------------- training
@@ -360,18 +441,9 @@ class Trainer:
         self.cfg = cfg
         self.out = out or sys.stdout
         self._validate()
-        resume = self._load_resume() if cfg.resume else None
+        resume = load_resume(cfg) if cfg.resume else None
         torch.manual_seed(cfg.seed)
-        data = load_mnist(cfg.data_dir, download=cfg.download)
-        if cfg.train_subset is not None:
-            if cfg.train_subset > data.train_images.shape[0]:
-                raise UsageError(
-                    f"--train-subset {cfg.train_subset} exceeds the "
-                    f"{data.train_images.shape[0]} training images"
-                )
-            data.train_images = data.train_images[: cfg.train_subset].clone()
-            data.train_labels = data.train_labels[: cfg.train_subset].clone()
-        self.data = data.share_memory_()
+        self.data = load_data(cfg)
 
         self.model = build_model(cfg.model)
         self.flat = flatten_parameters(self.model).share_memory_()
@@ -390,6 +462,26 @@ class Trainer:
         self._offered: dict[int, tuple[float, int]] = {}  # evaluator step -> (time, samples)
         self._t0 = self._last_offer = 0.0
 
+        # Under torchrun: this process is one node; rank 0 alone tests, logs, checkpoints.
+        self.sync: NodeSync | None = None
+        self.rank, self.nodes = 0, 1
+        self._unsynced = self._in_round = 0  # local samples not yet / being counted in a round
+        self._stop_agreed = self._all_done = False
+        if launched_by_torchrun():
+            self.sync = NodeSync(
+                self.flat, num_counters=3, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
+            )
+            try:
+                self.rank, self.nodes = self.sync.rank, self.sync.world
+                self._agree_on_start()
+            except BaseException:
+                self.sync.close()
+                raise
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
     # -- setup ---------------------------------------------------------------------
     def _validate(self) -> None:
         cfg = self.cfg
@@ -397,30 +489,6 @@ class Trainer:
             raise UsageError(f"start method {cfg.start_method!r} is not available here")
         if cfg.eval_interval > 0:
             resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
-
-    def _load_resume(self) -> dict[str, Any]:
-        path = self.cfg.resume
-        try:
-            ck = load_checkpoint(
-                path, required=("format", "model", "optimizers", "epoch", "config")
-            )
-        except UsageError:
-            raise
-        except Exception as e:  # the weights-only unpickler can raise anything on garbage
-            reason = " ".join(str(e).split())[:200]
-            raise UsageError(
-                f"{path}: not a readable checkpoint ({type(e).__name__}: {reason})"
-            ) from None
-        saved = ck["config"]
-        if ck["format"] != CHECKPOINT_FORMAT or not isinstance(saved, dict):
-            raise UsageError(f"{path}: not a {PROG} checkpoint")
-        for key, flag in (("model", "--model"), ("optimizer", "--optimizer")):
-            if saved.get(key) != getattr(self.cfg, key):
-                raise UsageError(
-                    f"{self.cfg.resume} was trained with {flag} {saved.get(key)}, "
-                    f"not {getattr(self.cfg, key)}; pass {flag} {saved.get(key)}"
-                )
-        return ck
 
     def _restore(self, ck: dict[str, Any]) -> None:
         """Load weights and every worker's optimizer state in place (shared storage kept)."""
@@ -438,6 +506,40 @@ class Trainer:
         self.elapsed0 = float(ck.get("elapsed", 0.0))
         self.milestones = {float(k): tuple(v) for k, v in ck.get("milestones", {}).items()}
 
+    def _agree_on_start(self) -> None:
+        """Check that every node got the same training flags; take rank 0's run state.
+
+        The weights already came from rank 0 (NodeSync's broadcast); the epoch and sample
+        counts of a resumed run come from rank 0 too, so only rank 0 needs the checkpoint
+        (another node given ``--resume`` also restores its own workers' optimizer state).
+        """
+        assert self.sync is not None
+        mine = {k: getattr(self.cfg, k) for k in SAME_ON_EVERY_NODE}
+        state = (mine, self.start_epoch, self.samples, self.elapsed0, self.milestones)
+        gathered: list[Any] = [None] * self.nodes
+        self._collective(lambda: dist.all_gather_object(gathered, state))
+        differ = [k for k in SAME_ON_EVERY_NODE if any(g[0][k] != mine[k] for g in gathered)]
+        if differ:
+            flags = ", ".join("--" + k.replace("_", "-") for k in differ)
+            raise UsageError(f"every node must be given the same {flags} (they differ)")
+        _, self.start_epoch, self.samples, self.elapsed0, self.milestones = gathered[0]
+
+    def _collective(self, fn: Callable[[], object]) -> None:
+        """A collective of the app's own; like NodeSync's, a failure is a NodeFailure."""
+        try:
+            fn()
+        except (RuntimeError, dist.DistBackendError) as e:
+            reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            raise NodeFailure(
+                f"node {self.rank}: lost contact with the other nodes ({reason})"
+            ) from None
+
+    def close(self) -> None:
+        """Leave the torchrun group, if this process joined one."""
+        if self.sync is not None:
+            self.sync.close()
+            self.sync = None
+
     # -- the run -----------------------------------------------------------------------
     def _open_run(self) -> None:
         """Run folder, checkpoint path, telemetry pool: only once there is work to do."""
@@ -445,8 +547,13 @@ class Trainer:
         resume_dir = None
         if cfg.resume and (Path(cfg.resume).parent / "config.json").is_file():
             resume_dir = Path(cfg.resume).parent  # keep logging into the run being resumed
-        self.rundir = RunDir(cfg.logdir, "mnist", cfg, cfg.run_name, resume_dir=resume_dir)
-        self.checkpoint_path = Path(cfg.checkpoint or self.rundir.path / "checkpoint.pt")
+        if self.is_main:
+            self.rundir: RunDir | _NoRunDir = RunDir(
+                cfg.logdir, "mnist", cfg, cfg.run_name, resume_dir=resume_dir
+            )
+            self.checkpoint_path = Path(cfg.checkpoint or self.rundir.path / "checkpoint.pt")
+        else:
+            self.rundir = _NoRunDir()
         ctx = mp.get_context(cfg.start_method)
         if cfg.start_method == "forkserver":
             # Workers then fork from a server that imported torch once, instead of each
@@ -466,19 +573,15 @@ class Trainer:
             return RunResult(0, None, None, self.start_epoch, self.samples)
         self._open_run()
         result = RunResult(0, self.rundir.path, None, self.start_epoch, self.samples)
-        self._print(
-            f"training {cfg.model} ({self.flat.numel():,} parameters) with {cfg.workers} "
-            f"Hogwild! worker(s), {cfg.optimizer}, on {self.data.train_images.shape[0]} "
-            f"images; run folder {self.rundir.path}"
-        )
+        self._print(self._banner())
         self._t0 = time.monotonic() - self.elapsed0
         self._last_offer = time.monotonic()
         epoch, final, saved = self.start_epoch, None, True
         try:
-            if cfg.eval_interval > 0:
+            if cfg.eval_interval > 0 and self.is_main:
                 self._start_evaluator()
             try:
-                while epoch < cfg.epochs and not shutdown.requested:
+                while epoch < cfg.epochs and not self._stopping():
                     saved = False
                     completed, train_time = self._train_epoch(epoch)
                     if not completed:
@@ -486,10 +589,11 @@ class Trainer:
                     epoch += 1
                     final = self._end_epoch(epoch, train_time, result)
                     saved = True
-                    if cfg.target_accuracy is not None and final[1] >= cfg.target_accuracy:
-                        self._print(f"reached --target-accuracy {cfg.target_accuracy}%: stopping")
+                    if self._target_reached(epoch, final):
                         break
-            except WorkerFailure as e:
+                if self.sync is not None:
+                    self._check_identical()
+            except (WorkerFailure, NodeFailure) as e:
                 self._stop_workers()
                 self.progress.close()
                 print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
@@ -503,8 +607,9 @@ class Trainer:
                 # Stopped mid-epoch: the weights hold the partial epoch's progress, the epoch
                 # count does not, so a resume redoes that epoch from its start.
                 self._save_checkpoint(epoch, final)
-            result.checkpoint = self.checkpoint_path
-            self._print(f"checkpoint: {self.checkpoint_path}")
+            if self.is_main:
+                result.checkpoint = self.checkpoint_path
+                self._print(f"checkpoint: {self.checkpoint_path}")
             if result.exit_code == 0:
                 self._final_score()
             self._report_milestones()
@@ -522,8 +627,26 @@ class Trainer:
             result.test_loss, result.test_accuracy = final
         return result
 
+    def _banner(self) -> str:
+        cfg, n = self.cfg, self.data.train_images.shape[0]
+        if not self.is_main:
+            return (
+                f"node {self.rank} of {self.nodes}: {cfg.workers} Hogwild! worker(s) on this "
+                f"node's shards of {n} images; node 0 tests, logs and checkpoints"
+            )
+        on = f" on each of {self.nodes} nodes (torchrun)" if self.sync is not None else ""
+        return (
+            f"training {cfg.model} ({self.flat.numel():,} parameters) with {cfg.workers} "
+            f"Hogwild! worker(s){on}, {cfg.optimizer}, on {n} images; "
+            f"run folder {self.rundir.path}"
+        )
+
     def _train_epoch(self, epoch: int) -> tuple[bool, float]:
-        """Run one generation of workers; False if stopped before all finished their shards."""
+        """Run one generation of workers; False if stopped before all finished their shards.
+
+        Across nodes, the epoch ends for all at the same averaging round (see
+        :meth:`_epoch_over`), and a last exact round leaves every node the same model.
+        """
         cfg = self.cfg
         plan = EpochPlan(
             epoch=epoch,
@@ -534,6 +657,8 @@ class Trainer:
             log_interval=cfg.log_interval,
             max_batches=cfg.max_batches_per_epoch,
             nhwc=cfg.channels_last,
+            node_rank=self.rank,
+            nodes=self.nodes,
         )
         self.group = WorkerGroup(
             train_worker,
@@ -546,23 +671,21 @@ class Trainer:
                 plan,
             ),
             num_workers=cfg.workers,
-            seed=cfg.seed + 100_003 * (epoch + 1),
+            seed=cfg.seed + 100_003 * (epoch + 1) + 1_000_003 * self.rank,
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=self.policy,
             on_restart=self._on_restart,
         )
-        self._epoch_samples, self._epoch = 0, epoch
+        self._epoch_samples, self._epoch, self._all_done = 0, epoch, False
         self.model.train()
         start = time.monotonic()
         self.group.start()
-        while not self.group.finished:
-            if self.shutdown.requested:
-                break
+        while not self._epoch_over():
             waitables = [*self.pool.readers(), *self.group.sentinels()]
             if self.evaluator is not None:
                 waitables += self.evaluator.waitables()
-            ready = wait(waitables, timeout=0.25)
+            ready = wait(waitables, timeout=0.25 if self.sync is None else 0.05)
             self._drain()
             self.group.check(ready)
             self._poll_evaluator(ready)
@@ -572,10 +695,111 @@ class Trainer:
         # Every shard done counts even if a stop request came in meanwhile: nothing is lost.
         completed = self.group.finished
         self._stop_workers()
+        if self.sync is not None:
+            completed = self._last_round()
         return completed, train_time
 
-    def _end_epoch(self, epoch: int, train_time: float, result: RunResult) -> tuple[float, float]:
+    # -- across nodes (torchrun) ---------------------------------------------------------
+    # Rounds pair up by their order on each node, so every decision below (epoch over,
+    # stop, target reached) is taken from round totals, which are the same on all nodes.
+    # Counters: [samples trained since the last round, "my epoch is done", "stop"].
+
+    def _stopping(self) -> bool:
+        """Alone, a signal stops the run; across nodes, a stop all of them agreed on."""
+        return self._stop_agreed if self.sync is not None else self.shutdown.requested
+
+    def _epoch_over(self) -> bool:
+        """Alone: all workers are done (or a stop). Across nodes: the round totals say that
+        every node is done, or that some node was asked to stop. A node that is done
+        starts its rounds as soon as the last one ends, the others every ``--sync-every``
+        seconds (or at once when they get done), so the epoch ends for everyone at the
+        first round after the last node finished."""
+        sync = self.sync
+        assert self.group is not None
+        if sync is None:
+            return self.group.finished or self.shutdown.requested
+        stop = self.shutdown.requested
+        done = self.group.finished and not stop
+        if not sync.in_flight and (done or stop or sync.due()):
+            self._in_round, self._unsynced = self._unsynced, 0
+            sync.start([float(self._in_round), float(done), float(stop)])
+        result = sync.poll()
+        if result is None:
+            return False
+        self._count_round(result.totals)
+        self._all_done = bool(result.totals[1] >= self.nodes)
+        return self._all_done or self._stop_agreed
+
+    def _last_round(self) -> bool:
+        """The blocking, exact round after the workers stopped: identical models everywhere.
+        True if every node finished its shards."""
+        assert self.sync is not None
+        self._in_round, self._unsynced = self._unsynced, 0
+        result = self.sync.final_round(
+            [float(self._in_round), float(self._all_done), float(self.shutdown.requested)]
+        )
+        self._count_round(result.totals)
+        return self._all_done
+
+    def _count_round(self, totals: torch.Tensor) -> None:
+        """Add the other nodes' samples; note a stop that some node asked for."""
+        others = int(totals[0]) - self._in_round
+        self._in_round = 0
+        self.samples += others
+        self._epoch_samples += others
+        if totals[2] > 0 and not self._stop_agreed:
+            self._stop_agreed = True
+            if not self.shutdown.requested:
+                self._print("another node was asked to stop: stopping")
+
+    def _target_reached(self, epoch: int, final: tuple[float, float] | None) -> bool:
+        """Stop for ``--target-accuracy``? Only rank 0 tests, so across nodes its verdict
+        goes to all in a blocking round (in which the others wait while rank 0 tests)."""
         cfg = self.cfg
+        reached = (
+            final is not None
+            and cfg.target_accuracy is not None
+            and final[1] >= cfg.target_accuracy
+        )
+        if self.sync is not None and epoch < cfg.epochs and not self._stop_agreed:
+            # NodeSync has no counters-only round; the parameters are identical on every
+            # node here, so they are put back bit for bit after the (exact) average.
+            keep = self.flat.clone()
+            totals = self.sync.final_round(
+                [0.0, float(reached), float(self.shutdown.requested)]
+            ).totals
+            self.flat.copy_(keep)
+            self._count_round(totals)
+            reached = bool(totals[1] > 0)
+        if reached:
+            if self.is_main:
+                self._print(f"reached --target-accuracy {cfg.target_accuracy}%: stopping")
+            else:
+                self._print(f"node 0 reached --target-accuracy {cfg.target_accuracy}%: stopping")
+        return reached
+
+    def _check_identical(self) -> None:
+        """Compare the final parameters of all nodes (they must be the same bits)."""
+        digest = params_digest(self.flat)
+        digests: list[Any] = [None] * self.nodes
+        self._collective(lambda: dist.all_gather_object(digests, digest))
+        if len(set(digests)) == 1:
+            self._print(f"final parameters identical on all {self.nodes} nodes (sha256 {digest})")
+        else:
+            log.warning("final parameters differ between nodes: %s", ", ".join(digests))
+
+    def _end_epoch(
+        self, epoch: int, train_time: float, result: RunResult
+    ) -> tuple[float, float] | None:
+        """Test, log and checkpoint (rank 0 alone; other nodes return None)."""
+        cfg = self.cfg
+        if not self.is_main:
+            rate = self._epoch_samples / max(train_time, 1e-9)
+            self._print(
+                f"epoch {epoch}: {_k(rate)} samples/s on all nodes, {train_time:.1f} s "
+                "(node 0 scores the test set)"
+            )
+            return None
         t = time.monotonic()
         loss, correct = evaluate(
             self.model,
@@ -627,6 +851,7 @@ class Trainer:
         if n == 0:
             return
         self.samples += n
+        self._unsynced += n
         self._epoch_samples += n
         loss = float(view["loss_sum"]) / n
         self._loss_window = [*self._loss_window[-31:], (loss, n)]
@@ -725,6 +950,8 @@ class Trainer:
                 self.milestones[target] = (elapsed, samples)
 
     def _report_milestones(self) -> None:
+        if not self.is_main:
+            return
         for target in MILESTONES:
             if target in self.milestones:
                 t, n = self.milestones[target]
@@ -732,7 +959,9 @@ class Trainer:
                     f"{target:g}% test accuracy first reached after {t:.1f} s, {n:,} samples"
                 )
 
-    def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path:
+    def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path | None:
+        if not self.is_main:
+            return None
         return save_checkpoint(
             {
                 "format": CHECKPOINT_FORMAT,
@@ -772,6 +1001,18 @@ class Trainer:
         self.progress.print(text)
 
 
+class _NoRunDir:
+    """The run folder of nodes other than rank 0: they log nothing (rank 0 owns the run)."""
+
+    path = None
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        pass
+
+    def close(self, final_metrics: dict[str, float] | None = None) -> None:
+        pass
+
+
 def _k(rate: float) -> str:
     return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"
 
@@ -782,13 +1023,20 @@ def train(cfg: MnistConfig, out: Any = None) -> RunResult:
     ``out`` receives the console lines (default stdout). The caller's torch thread count
     is restored afterwards (the run itself keeps the main process at one thread).
     """
+    if cfg.mode == "ddp":
+        from hogwild.mnist_ddp import train_ddp
+
+        return train_ddp(cfg, out)
     threads = torch.get_num_threads()
     try:
         trainer = Trainer(cfg, out)
-        with GracefulShutdown(
-            on_force=trainer.kill_all, on_request=trainer.request_stop
-        ) as shutdown:
-            return trainer.run(shutdown)
+        try:
+            with GracefulShutdown(
+                on_force=trainer.kill_all, on_request=trainer.request_stop
+            ) as shutdown:
+                return trainer.run(shutdown)
+        finally:
+            trainer.close()
     finally:
         torch.set_num_threads(threads)
 
@@ -828,7 +1076,10 @@ def build_parser() -> argparse.ArgumentParser:
             "Hogwild! training on MNIST: N worker processes update one shared-memory convnet\n"
             "in place, without locks. Each epoch, every worker trains on its own shard of a\n"
             "fresh shuffle and exits; then the test set is scored and a checkpoint saved.\n"
-            "Ctrl-C or SIGTERM stops the workers, saves a checkpoint and exits (130/143)."
+            "Ctrl-C or SIGTERM stops the workers, saves a checkpoint and exits (130/143).\n"
+            "--mode ddp trains the same model synchronously (DistributedDataParallel) for\n"
+            "comparison. Under torchrun, every node runs its own Hogwild! workers on its own\n"
+            "shards and the nodes average their parameters every --sync-every seconds."
         ),
         epilog=(
             "examples:\n"
@@ -836,6 +1087,9 @@ def build_parser() -> argparse.ArgumentParser:
             f"  {PROG} --workers 4 --eval-interval 5\n"
             f"  {PROG} --model example --lr 0.01 --momentum 0.5 --lr-decay 1  # PyTorch's\n"
             f"  {PROG} --resume runs/<run>/checkpoint.pt --epochs 6\n"
+            f"  {PROG} --mode ddp --workers 2            # synchronous baseline\n"
+            "  torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\\n"
+            "      --rdzv-endpoint HOST:29500 -m hogwild.mnist --workers 2   # on each machine\n"
             "then: tensorboard --logdir runs"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -927,12 +1181,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = p.add_argument_group("processes")
     g.add_argument(
+        "--mode",
+        choices=("hogwild", "ddp"),
+        default=d.mode,
+        help="hogwild: lock-free shared model; ddp: synchronous DistributedDataParallel "
+        "baseline, --workers ranks (default %(default)s)",
+    )
+    g.add_argument(
         "--workers",
         "--num-processes",
         type=positive_int,
         default=d.workers,
         metavar="N",
-        help="Hogwild! worker processes (default %(default)s)",
+        help="Hogwild! worker processes (per node under torchrun), or DDP ranks "
+        "(default %(default)s)",
     )
     g.add_argument(
         "--threads-per-worker",
@@ -945,14 +1207,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--start-method",
         choices=("fork", "spawn", "forkserver"),
         default=d.start_method,
-        help="how workers are started; spawn and forkserver pay a start-up every epoch "
-        "(default %(default)s)",
+        help="how workers are started; spawn and forkserver pay a start-up every epoch; "
+        "DDP ranks are always spawned (default %(default)s)",
     )
     g.add_argument(
         "--on-worker-failure",
         choices=("restart", "abort"),
         default=d.on_worker_failure,
-        help="a dead worker is restarted on its shard, or the run stops (default %(default)s)",
+        help="a dead worker is restarted on its shard, or the run stops; a dead DDP "
+        "rank always stops the run (default %(default)s)",
     )
     g.add_argument(
         "--max-restarts",
@@ -966,14 +1229,31 @@ def build_parser() -> argparse.ArgumentParser:
         type=_nonnegative_float,
         default=d.eval_interval,
         metavar="SECONDS",
-        help="also score the test set every SECONDS during "
-        "training in a separate evaluator process; 0 = off (default %(default)s)",
+        help="also score the test set every SECONDS during training in a separate "
+        "evaluator process; 0 = off; hogwild mode only (default %(default)s)",
     )
     g.add_argument(
         "--eval-device",
         choices=("auto", "cpu", "cuda"),
         default=d.eval_device,
         help="the evaluator's device; auto = CUDA if present (default %(default)s)",
+    )
+
+    g = p.add_argument_group("several machines (under torchrun) and DDP")
+    g.add_argument(
+        "--sync-every",
+        type=positive_float,
+        default=d.sync_every,
+        metavar="SECONDS",
+        help="under torchrun: seconds between parameter averages across nodes "
+        "(default %(default)s)",
+    )
+    g.add_argument(
+        "--dist-timeout",
+        type=positive_float,
+        default=d.dist_timeout,
+        metavar="SECONDS",
+        help="seconds before a silent node or DDP rank counts as dead (default %(default)s)",
     )
 
     g = p.add_argument_group("files")
@@ -1027,6 +1307,9 @@ def config_from_args(args: argparse.Namespace) -> MnistConfig:
 def _main(args: argparse.Namespace) -> int:
     try:
         return train(config_from_args(args)).exit_code
+    except NodeFailure as e:  # while joining the other nodes, before training
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # before or after the graceful-shutdown window
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

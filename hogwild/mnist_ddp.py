@@ -1,0 +1,521 @@
+"""``--mode ddp``: the synchronous baseline, on the same model, data and logging.
+
+The parent loads MNIST once into shared memory and starts ``--workers`` ranks with
+``torch.multiprocessing`` (spawn); the shared tensors travel to them by handle, so no
+rank decodes a file. Each rank joins a process group (gloo, or NCCL when every rank has
+a GPU) over 127.0.0.1, trains the same :class:`~hogwild.mnist.ConvNet` wrapped in
+``DistributedDataParallel`` on its ``DistributedSampler`` shard of each epoch, and steps a
+standard ``torch.optim`` SGD or Adam: every step waits for everyone's gradients, which is
+exactly the cost Hogwild! avoids. Every ``--log-interval`` batches the ranks all-reduce
+their telemetry (and a stop flag, so they stop at the same step); rank 0 alone tests
+after each epoch, writes TensorBoard (the tags of hogwild mode) and checkpoints, and
+sends its console lines to the parent, which prints them.
+
+Ctrl-C or SIGTERM sets a flag that the ranks agree on at their next telemetry round;
+rank 0 then saves a checkpoint and everyone leaves the process group. A rank that dies
+stops the run (exit 1) instead of being restarted: its peers cannot go on without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.multiprocessing.spawn import (
+    ProcessContext,
+    ProcessException,
+    ProcessExitedException,
+    ProcessRaisedException,
+)
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DistributedSampler
+
+from hogwild.checkpoint import save_checkpoint
+from hogwild.distributed import launched_by_torchrun
+from hogwild.errors import UsageError
+from hogwild.mnist import (
+    CHECKPOINT_FORMAT,
+    MILESTONES,
+    PROG,
+    MnistConfig,
+    RunResult,
+    build_model,
+    channels_last,
+    epoch_lr,
+    evaluate,
+    load_data,
+    load_resume,
+)
+from hogwild.mnist_data import MnistData
+from hogwild.procs import StopFlag, die_with_parent
+from hogwild.rundir import Progress, RunDir, config_dict
+from hogwild.shutdown import GracefulShutdown
+
+log = logging.getLogger(__name__)
+
+GRACE_S = 5.0  # after a rank fails: how long the others get to exit before SIGTERM, SIGKILL
+
+
+def make_torch_optimizer(cfg: MnistConfig, params: Iterable[torch.nn.Parameter]):
+    """The standard optimizer that ``--optimizer`` names, with the same hyperparameters."""
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr)
+    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+
+
+def use_cuda(world: int) -> bool:
+    """NCCL and one GPU per rank when there are enough GPUs; otherwise gloo on the CPU."""
+    return torch.cuda.is_available() and torch.cuda.device_count() >= world
+
+
+# ------------------------------------------------------------------------- parent
+
+
+def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
+    """Run ``--mode ddp``: spawn the ranks, relay rank 0's console lines, stop them cleanly."""
+    progress = Progress(stream=out or sys.stdout)
+    if launched_by_torchrun():
+        raise UsageError("--mode ddp starts its own ranks: run it without torchrun")
+    if cfg.eval_interval > 0:
+        raise UsageError(
+            "--eval-interval is for --mode hogwild (in ddp mode rank 0 tests after each epoch)"
+        )
+    state = _resume_state(cfg) if cfg.resume else None
+    if state is not None and state["epoch"] >= cfg.epochs:
+        progress.print(
+            f"{cfg.resume} already holds {state['epoch']} epochs (--epochs {cfg.epochs}): "
+            "nothing to train"
+        )
+        return RunResult(0, None, None, state["epoch"], state["samples"])
+    data = load_data(cfg)
+
+    ctx = mp.get_context("spawn")
+    stop = StopFlag(ctx)
+    messages = ctx.SimpleQueue()
+    args = (cfg, data, _free_port(), state, stop, messages)
+    result: RunResult | None = None
+    exit_code = 0
+    with GracefulShutdown(on_request=stop.set) as shutdown:
+        context = mp.start_processes(
+            _rank_main, args=args, nprocs=cfg.workers, join=False, start_method="spawn"
+        )
+        shutdown.on_force = lambda: _kill(context)
+        try:
+            finished = False
+            while not finished:
+                try:
+                    finished = context.join(timeout=0.1, grace_period=GRACE_S)
+                finally:
+                    result = _relay(messages, progress) or result
+        except ProcessException as e:
+            progress.close()
+            if isinstance(e, ProcessRaisedException):
+                log.error("%s", e.msg.strip())
+            print(f"{PROG}: error: {_describe(e)}", file=sys.stderr, flush=True)
+            exit_code = 1
+        finally:
+            _reap(context)
+            progress.close()
+    if result is None:
+        result = RunResult(exit_code, None, None, 0, 0)
+    if exit_code:
+        result.exit_code = exit_code
+    if shutdown.requested:
+        result.exit_code = shutdown.exit_code
+    return result
+
+
+def _resume_state(cfg: MnistConfig) -> dict[str, Any]:
+    """The checkpoint's weights and optimizer state, checked here (one line, exit 2) so that
+    the ranks only load what is known to fit."""
+    ck = load_resume(cfg)
+    model = build_model(cfg.model)
+    optimizer = make_torch_optimizer(cfg, model.parameters())
+    try:
+        model.load_state_dict(ck["model"])
+        optimizer.load_state_dict(ck["optimizers"][0])
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise UsageError(f"{cfg.resume}: does not fit this model ({reason})") from None
+    run_dir = Path(cfg.resume).parent
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "epoch": int(ck["epoch"]),
+        "samples": int(ck.get("samples", 0)),
+        "elapsed": float(ck.get("elapsed", 0.0)),
+        "milestones": {float(k): tuple(v) for k, v in ck.get("milestones", {}).items()},
+        # keep logging into the run being resumed
+        "run_dir": run_dir if (run_dir / "config.json").is_file() else None,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _relay(messages: Any, progress: Progress) -> RunResult | None:
+    """Print what rank 0 sent; return its final result if it came."""
+    result = None
+    while not messages.empty():
+        kind, payload = messages.get()
+        if kind == "print":
+            progress.print(payload)
+        elif kind == "progress":
+            progress.update(payload)
+        elif kind == "result":
+            result = payload
+    return result
+
+
+def _describe(e: ProcessException) -> str:
+    if isinstance(e, ProcessExitedException):
+        if e.signal_name:
+            return f"DDP rank {e.error_index} was killed by {e.signal_name}; the run stops"
+        return f"DDP rank {e.error_index} exited with code {e.exit_code}; the run stops"
+    lines = [line for line in str(e).strip().splitlines() if line.strip()]
+    return f"DDP rank {e.error_index} failed ({lines[-1].strip()[:300] if lines else 'error'})"
+
+
+def _kill(context: ProcessContext) -> None:
+    for p in context.processes:
+        if p.is_alive():
+            p.kill()
+
+
+def _reap(context: ProcessContext) -> None:
+    """No rank outlives the parent's run: SIGTERM (a stop request), then SIGKILL."""
+    for step in (lambda p: p.terminate(), lambda p: p.kill()):
+        alive = [p for p in context.processes if p.is_alive()]
+        for p in alive:
+            step(p)
+        deadline = time.monotonic() + GRACE_S
+        for p in alive:
+            p.join(max(0.0, deadline - time.monotonic()))
+    for p in context.processes:
+        p.join(0)
+
+
+# -------------------------------------------------------------------------- ranks
+
+
+def _rank_main(
+    rank: int,
+    cfg: MnistConfig,
+    data: MnistData,
+    port: int,
+    state: dict[str, Any] | None,
+    stop: StopFlag,
+    messages: Any,
+) -> None:
+    """One rank, in its own spawned process."""
+    die_with_parent()  # SIGKILL, not spawn's SIGINT (ignored below), if the parent dies
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent: it sets `stop`
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    torch.set_num_threads(cfg.threads_per_worker)
+    if use_cuda(cfg.workers):
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=cfg.workers,
+        timeout=datetime.timedelta(seconds=cfg.dist_timeout),
+    )
+    try:
+        _Rank(rank, cfg, data, state, stop, messages, device, backend).run()
+    finally:
+        dist.destroy_process_group()
+
+
+class _Rank:
+    def __init__(
+        self,
+        rank: int,
+        cfg: MnistConfig,
+        data: MnistData,
+        state: dict[str, Any] | None,
+        stop: StopFlag,
+        messages: Any,
+        device: torch.device,
+        backend: str,
+    ) -> None:
+        self.rank, self.cfg, self.data, self.stop = rank, cfg, data, stop
+        self.messages, self.device, self.backend = messages, device, backend
+        self.is_main = rank == 0
+        torch.manual_seed(cfg.seed)
+        self.nhwc = cfg.channels_last and device.type == "cpu"
+        model = build_model(cfg.model).to(device)
+        if state is not None:
+            model.load_state_dict(state["model"])
+        if self.nhwc:
+            # Channels-last weights too, so that their gradients have the layout of DDP's
+            # buckets (it warns otherwise); as fast as hogwild mode's NCHW weights here.
+            model = model.to(memory_format=torch.channels_last)
+        # DDP broadcasts rank 0's weights at construction, so all ranks start alike.
+        self.model = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+        self.optimizer = make_torch_optimizer(cfg, self.model.parameters())
+        if state is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        self.sampler = DistributedSampler(
+            range(data.train_images.shape[0]),
+            num_replicas=cfg.workers,
+            rank=rank,
+            shuffle=True,
+            seed=cfg.seed,
+        )
+        self.start_epoch = state["epoch"] if state else 0
+        self.samples = state["samples"] if state else 0
+        self.elapsed0 = state["elapsed"] if state else 0.0
+        self.milestones: dict[float, tuple[float, int]] = dict(state["milestones"]) if state else {}
+        self.history: list[dict[str, float]] = []
+        self._t0 = self._last_progress = 0.0
+        self.rundir: RunDir | None = None
+        if self.is_main:
+            run_dir = state["run_dir"] if state else None
+            self.rundir = RunDir(cfg.logdir, "mnist-ddp", cfg, cfg.run_name, resume_dir=run_dir)
+            self.checkpoint_path = Path(cfg.checkpoint or self.rundir.path / "checkpoint.pt")
+            self.test_x = data.test_images.to(device)
+            self.test_y = data.test_labels.to(device)
+
+    def _print(self, text: str) -> None:
+        if self.is_main:
+            self.messages.put(("print", text))
+
+    # -- the run -----------------------------------------------------------------------
+    def run(self) -> None:
+        cfg = self.cfg
+        self._print(
+            f"training {cfg.model} ({sum(p.numel() for p in self.model.parameters()):,} "
+            f"parameters) with {cfg.workers} DDP rank(s) ({self.backend}), {cfg.optimizer}, "
+            f"on {self.data.train_images.shape[0]} images; run folder "
+            f"{self.rundir.path if self.rundir else '-'}"
+        )
+        self._t0 = time.monotonic() - self.elapsed0
+        epoch, final, saved, stopped = self.start_epoch, None, True, False
+        try:
+            while epoch < cfg.epochs:
+                saved = False
+                completed, train_time, epoch_samples = self._train_epoch(epoch)
+                if not completed:
+                    stopped = True
+                    break
+                epoch += 1
+                if self.is_main:
+                    final = self._end_epoch(epoch, train_time, epoch_samples)
+                saved = True
+                if epoch < cfg.epochs and self._agree_to_stop(final):
+                    stopped = self.stop.is_set()
+                    break
+        except (RuntimeError, dist.DistBackendError):
+            # A peer died or timed out: the weights are those of the last step all ranks
+            # completed, so rank 0 still leaves a checkpoint to resume from.
+            if self.is_main and not saved:
+                with contextlib.suppress(Exception):
+                    self._save_checkpoint(epoch, final)
+            raise
+        finally:
+            if self.rundir is not None:
+                metrics = (
+                    {} if final is None else {"test_loss": final[0], "test_accuracy": final[1]}
+                )
+                for acc, (t, _) in self.milestones.items():
+                    metrics[f"time_to_{acc:g}_s"] = t
+                self.rundir.close(metrics)
+        if not self.is_main:
+            return
+        if not saved:
+            # Stopped mid-epoch: as in hogwild mode, a resume redoes that epoch.
+            self._save_checkpoint(epoch, final)
+        self._print(f"checkpoint: {self.checkpoint_path}")
+        for target in MILESTONES:
+            if target in self.milestones:
+                t, n = self.milestones[target]
+                self._print(
+                    f"{target:g}% test accuracy first reached after {t:.1f} s, {n:,} samples"
+                )
+        result = RunResult(
+            exit_code=143 if stopped else 0,  # the parent puts its own signal's code
+            run_dir=self.rundir.path if self.rundir else None,
+            checkpoint=self.checkpoint_path,
+            epochs_done=epoch,
+            samples=self.samples,
+            test_accuracy=None if final is None else final[1],
+            test_loss=None if final is None else final[0],
+            elapsed=time.monotonic() - self._t0,
+            milestones=dict(self.milestones),
+            history=self.history,
+        )
+        self.messages.put(("result", result))
+
+    def _train_epoch(self, epoch: int) -> tuple[bool, float, int]:
+        """One epoch of synchronous steps; False if the ranks agreed to stop before its end."""
+        cfg, device = self.cfg, self.device
+        for group in self.optimizer.param_groups:
+            group["lr"] = epoch_lr(cfg, epoch)
+        self.sampler.set_epoch(epoch)
+        order = torch.tensor(list(self.sampler), dtype=torch.int64)
+        batches = list(torch.split(order, cfg.batch_size))
+        if cfg.max_batches_per_epoch is not None:
+            batches = batches[: cfg.max_batches_per_epoch]
+        images, labels = self.data.train_images, self.data.train_labels
+        # loss sum, correct, samples, stop votes: all-reduced every --log-interval batches
+        window = torch.zeros(4, dtype=torch.float64, device=device)
+        epoch_samples = 0
+        self.model.train()
+        start = time.monotonic()
+        for i, idx in enumerate(batches, 1):
+            x = images.index_select(0, idx).to(device, non_blocking=True)
+            y = labels.index_select(0, idx).to(device, non_blocking=True)
+            self.optimizer.zero_grad(set_to_none=True)
+            out = self.model(channels_last(x) if self.nhwc else x)
+            loss = F.nll_loss(out, y)
+            loss.backward()  # DDP all-reduces the gradients here: every rank waits
+            self.optimizer.step()
+            with torch.no_grad():
+                window[0] += loss.detach() * y.shape[0]
+                window[1] += (out.argmax(1) == y).sum()
+                window[2] += y.shape[0]
+            if i % cfg.log_interval == 0 or i == len(batches):
+                window[3] = float(self.stop.is_set())
+                dist.all_reduce(window)
+                loss_sum, correct, n, stop = window.tolist()
+                window.zero_()
+                self.samples += int(n)
+                epoch_samples += int(n)
+                if self.rundir is not None:
+                    self.rundir.scalars(
+                        {"train/loss": loss_sum / n, "train/accuracy": 100.0 * correct / n},
+                        self.samples,
+                    )
+                    self._progress(epoch, epoch_samples, loss_sum / n, start)
+                if stop > 0:
+                    return False, time.monotonic() - start, epoch_samples
+        return True, time.monotonic() - start, epoch_samples
+
+    def _progress(self, epoch: int, samples: int, loss: float, start: float) -> None:
+        now = time.monotonic()
+        if now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        rate = samples / max(now - start, 1e-9)
+        self.messages.put(
+            (
+                "progress",
+                f"epoch {epoch + 1}/{self.cfg.epochs}: {samples:,} samples, "
+                f"train loss {loss:.4f}, {_k(rate)} samples/s",
+            )
+        )
+
+    def _agree_to_stop(self, final: tuple[float, float] | None) -> bool:
+        """Between epochs: rank 0's verdict (target accuracy reached, or a stop request)."""
+        target = self.cfg.target_accuracy
+        reached = final is not None and target is not None and final[1] >= target
+        verdict = torch.tensor(
+            [2.0 if reached else 1.0 if self.stop.is_set() else 0.0], device=self.device
+        )
+        dist.broadcast(verdict, src=0)
+        if verdict.item() == 2.0:
+            self._print(f"reached --target-accuracy {target}%: stopping")
+        return verdict.item() > 0
+
+    def _end_epoch(self, epoch: int, train_time: float, epoch_samples: int) -> tuple[float, float]:
+        """Rank 0: score the test set, log, checkpoint (the others wait at the next collective)."""
+        cfg = self.cfg
+        assert self.rundir is not None
+        t = time.monotonic()
+        loss, correct = evaluate(
+            self.model.module, self.test_x, self.test_y, cfg.test_batch_size, self.nhwc
+        )
+        n_test = self.test_x.shape[0]
+        acc = 100.0 * correct / n_test
+        rate = epoch_samples / max(train_time, 1e-9)
+        elapsed = time.monotonic() - self._t0
+        for target in MILESTONES:
+            if acc >= target and target not in self.milestones:
+                self.milestones[target] = (elapsed, self.samples)
+        self.rundir.scalars(
+            {
+                "test/loss": loss,
+                "test/accuracy": acc,
+                "perf/samples_per_sec": rate,
+                "perf/epoch_seconds": train_time,
+                "perf/test_seconds": time.monotonic() - t,
+                "train/lr": epoch_lr(cfg, epoch - 1),
+                "train/epoch": epoch,
+            },
+            self.samples,
+        )
+        self.rundir.writer.flush()
+        self._print(
+            f"epoch {epoch}: test loss {loss:.4f}, accuracy {acc:.2f}% ({correct}/{n_test}), "
+            f"{_k(rate)} samples/s, {train_time:.1f} s"
+        )
+        self.history.append(
+            {
+                "epoch": epoch,
+                "test_loss": loss,
+                "test_accuracy": acc,
+                "samples_per_sec": rate,
+                "epoch_seconds": train_time,
+                "elapsed": elapsed,
+                "samples": self.samples,
+            }
+        )
+        self._save_checkpoint(epoch, (loss, acc))
+        return loss, acc
+
+    def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path:
+        """The hogwild-mode checkpoint layout; ``optimizers`` holds the one torch.optim state
+        (identical on every rank), and ``config.mode`` says which mode can resume it."""
+        module = self.model.module
+        return save_checkpoint(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "version": 1,
+                "model": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+                "optimizers": [_to_cpu(self.optimizer.state_dict())],
+                "config": config_dict(self.cfg),
+                "epoch": epoch,
+                "samples": self.samples,
+                "elapsed": time.monotonic() - self._t0,
+                "test_loss": None if final is None else final[0],
+                "test_accuracy": None if final is None else final[1],
+                "milestones": {str(k): list(v) for k, v in self.milestones.items()},
+            },
+            self.checkpoint_path,
+        )
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj
+
+
+def _k(rate: float) -> str:
+    return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"

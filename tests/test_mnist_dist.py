@@ -1,0 +1,230 @@
+"""MNIST beyond one process group: ``--mode ddp`` and Hogwild! nodes under torchrun.
+
+Real processes and real MNIST, kept short with --max-batches-per-epoch: DDP ranks
+spawned by the app itself, and two torchrun "machines" over loopback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from hogwild.flat import flatten_parameters
+from hogwild.mnist import ConvNet, main, params_digest
+
+REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
+SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
+
+pytestmark = pytest.mark.skipif(
+    not SHARED_MNIST.is_dir(), reason=f"real MNIST not found at {SHARED_MNIST}"
+)
+
+DIGEST = re.compile(r"final parameters identical on all 2 nodes \(sha256 ([0-9a-f]{16})\)")
+
+
+def common(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "--data-dir", str(SHARED_MNIST), "--no-download", "--logdir", str(tmp_path / "runs"),
+        "--seed", "3", *extra,
+    ]  # fmt: skip
+
+
+def scalars(run_dir: Path) -> dict[str, list[float]]:
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+def event_writers(tmp_path: Path) -> set[tuple[Path, str]]:
+    """(folder, pid) of every TensorBoard events file: who wrote TensorBoard, and where."""
+    return {(p.parent, p.name.split(".")[-2]) for p in tmp_path.rglob("events.out.tfevents.*")}
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def gone(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def torchrun(port: int, *args: str) -> subprocess.Popen:
+    """One "machine" of a two-node job: torchrun's agent plus one trainer process."""
+    cmd = [
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
+        "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
+        "--max-restarts", "0", "-m", "hogwild.mnist", *args,
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{TESTS}"}
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
+    out = []
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=max(deadline - time.monotonic(), 1))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                for pid in [*descendants(q.pid), q.pid]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            pytest.fail("a process did not finish in time")
+        out.append((p.returncode, stdout, stderr))
+    return out
+
+
+# ----------------------------------------------------------------------------- DDP
+
+
+def test_ddp_two_ranks_learn_and_rank0_alone_writes(tmp_path, capsys):
+    argv = common(tmp_path, "--mode", "ddp", "--workers", "2", "--max-batches-per-epoch", "150")
+    assert main([*argv, "--epochs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "2 DDP rank(s) (gloo)" in out
+    assert out.count("epoch 1: test loss") == 1, out  # rank 0's lines, relayed once
+
+    (run,) = (tmp_path / "runs").iterdir()
+    assert sorted(p.name for p in tmp_path.rglob("*.pt")) == ["checkpoint.pt"]
+    assert [folder for folder, _ in event_writers(tmp_path)] == [run]  # one writer process
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert ckpt["config"]["mode"] == "ddp" and ckpt["epoch"] == 1
+    assert ckpt["samples"] == 2 * 150 * 64  # both ranks' batches
+    assert ckpt["test_accuracy"] >= 95.0
+    ConvNet().load_state_dict(ckpt["model"])  # the plain model's keys, no "module."
+    values = scalars(run)
+    for tag in ("train/loss", "test/loss", "test/accuracy", "perf/samples_per_sec"):
+        assert tag in values, f"{tag} missing from {sorted(values)}"
+    assert values["test/accuracy"] == [pytest.approx(ckpt["test_accuracy"])]
+
+    # A DDP checkpoint resumes in ddp mode only; bad input is one line and exit 2.
+    resume = ["--resume", str(run / "checkpoint.pt")]
+    assert main([*argv, "--epochs", "1", *resume]) == 0
+    assert "nothing to train" in capsys.readouterr().out
+    assert main([*argv, "--epochs", "2", *resume, "--mode", "hogwild"]) == 2
+    assert "was trained with --mode ddp, not hogwild" in capsys.readouterr().err
+    for bad, expected in (
+        (["--eval-interval", "1"], "--eval-interval is for --mode hogwild"),
+        (["--data-dir", str(tmp_path / "nowhere")], "MNIST files missing"),
+    ):
+        assert main([*argv, *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and expected in err[0], err
+    assert len(list((tmp_path / "runs").iterdir())) == 1
+
+
+def test_ddp_sigterm_stops_every_rank_and_saves(tmp_path):
+    cmd = [sys.executable, "-m", "hogwild.mnist", "--mode", "ddp", "--workers", "2"]
+    cmd += common(tmp_path, "--epochs", "50")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
+            assert proc.poll() is None, proc.communicate()[1].decode()
+            assert time.monotonic() < deadline, "the ranks never started training"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        ranks = descendants(proc.pid)
+        assert len(ranks) >= 2
+        t = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert time.monotonic() - t < 20
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err.decode()
+    assert b"Traceback" not in err
+    (run,) = (tmp_path / "runs").iterdir()
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert ckpt["epoch"] == 0 and ckpt["samples"] > 0  # mid-epoch: redone on resume
+    assert all(gone(pid) for pid in ranks), "a rank outlived the parent"
+
+
+# ------------------------------------------------------------------- torchrun nodes
+
+
+def test_two_nodes_learn_one_run_identical_models(tmp_path):
+    port = free_port()
+    args = common(tmp_path, "--workers", "1", "--epochs", "1", "--max-batches-per-epoch", "150")
+    procs = [torchrun(port, *args, "--sync-every", "0.5") for _ in range(2)]
+    results = finish(procs, 120)
+    for code, _, err in results:
+        assert code == 0, err
+    (run,) = (tmp_path / "runs").iterdir()  # rank 0 alone writes the run folder
+    assert [folder for folder, _ in event_writers(tmp_path)] == [run]  # one writer process
+    ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert ckpt["samples"] == 2 * 150 * 64, "sample counts are summed over the nodes"
+    assert ckpt["test_accuracy"] >= 95.0
+    assert scalars(run)["test/accuracy"] == [pytest.approx(ckpt["test_accuracy"])]
+    # Both nodes ended with the same parameters, and they are rank 0's checkpoint.
+    digests = {m[1] for _, out, _ in results for m in DIGEST.finditer(out)}
+    model = ConvNet()
+    model.load_state_dict(ckpt["model"])
+    assert digests == {params_digest(flatten_parameters(model))}, [r[1] for r in results]
+    assert sum(out.count("epoch 1: test loss") for _, out, _ in results) == 1
+
+
+def test_a_dead_node_makes_the_other_exit_with_one_clear_line(tmp_path):
+    port = free_port()
+    args = common(tmp_path, "--workers", "1", "--epochs", "50", "--sync-every", "0.5")
+    victim = torchrun(port, *args, "--dist-timeout", "20")
+    survivor = torchrun(port, *args, "--dist-timeout", "20")
+    try:
+        deadline = time.monotonic() + 90
+        while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
+            assert survivor.poll() is None and victim.poll() is None, "a node exited early"
+            assert time.monotonic() < deadline, "the nodes never started training"
+            time.sleep(0.2)
+        time.sleep(2)
+        # A machine that dies takes its whole process tree with it (torchrun starts the
+        # trainer in a session of its own, so kill the launcher's descendants explicitly).
+        for pid in [*descendants(victim.pid), victim.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        t = time.monotonic()
+        ((code, _, err),) = finish([survivor], 60)
+        assert time.monotonic() - t < 45
+    finally:
+        for p in (victim, survivor):
+            p.kill()
+            p.wait()
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.startswith("hogwild-mnist: error:")]
+    assert len(lines) == 1 and "lost contact with the other nodes" in lines[0], err

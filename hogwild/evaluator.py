@@ -106,8 +106,9 @@ class Evaluator:
 
     def _reset_channels(self) -> None:
         # The evaluator died, perhaps holding a lock of either channel (killed inside a
-        # put or a get): its successor gets new ones. Snapshots it had not taken are
-        # dropped (reset_producer frees every slot); scores it had sent are kept.
+        # put or a get) or a slot (between take and release): its successor gets new
+        # channels with every slot free, since this process (the producer) takes none.
+        # Snapshots it had not taken are dropped; scores it had sent are kept.
         self.pool.reset_producer(0)
         self._backlog += self._read(self.results)
         self.results.close()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.reduction import ForkingPickler
@@ -74,6 +74,10 @@ class Producer:
     def submit(self, slot: int) -> None:
         self._channel.full.put(slot)
 
+    def give_back(self, slot: int) -> None:
+        """Put a slot acquired here (and not submitted) back on the free list, unsent."""
+        self._channel.free.put(slot)
+
     @contextlib.contextmanager
     def message(self, timeout: float | None = None) -> Iterator[dict[str, torch.Tensor]]:
         """Fill a slot in place inside the ``with`` block; it is sent on normal exit.
@@ -105,7 +109,7 @@ class Producer:
         try:
             yield
         except BaseException:
-            self._channel.free.put(slot)
+            self.give_back(slot)
             raise
 
 
@@ -115,6 +119,11 @@ class BufferPool:
     The consumer (the process that built the pool, or one it is handed to) waits on
     :meth:`readers`, takes ``(producer, slot)`` with :meth:`take`, reads :meth:`view`,
     then gives the slot back with :meth:`release`.
+
+    Slot ownership is exact at all times: every slot is free, held by its producer
+    (acquired, not yet submitted), pending (submitted, not yet taken) or taken by the
+    consumer. Only the last is recorded here, in the consuming process; a copy of the
+    pool pickled to another process (a spawned consumer) starts out holding nothing.
     """
 
     def __init__(self, layout: Layout, producers: int, slots: int = 4, ctx=None) -> None:
@@ -128,16 +137,24 @@ class BufferPool:
             for name, (shape, dtype) in self.layout.items()
         }
         self._channels = [self._new_channel(p) for p in range(producers)]
-        # Consumer-side bookkeeping (local to the consuming process): slots taken and not
-        # yet released, and slots that reset_producer already put back on a free list.
+        # Consumer-side bookkeeping, local to the consuming process: slots it has taken
+        # and not released yet.
         self._taken: set[int] = set()
-        self._freed_by_reset: set[int] = set()
 
-    def _new_channel(self, producer: int) -> _Channel:
+    def __getstate__(self) -> dict:
+        # Whoever unpickles the pool has taken nothing (yet): the takes recorded here are
+        # this process's, and their releases happen here.
+        return {**self.__dict__, "_taken": set()}
+
+    def _new_channel(self, producer: int, held: Set[int] = frozenset()) -> _Channel:
         ch = _Channel(self._ctx.SimpleQueue(), self._ctx.SimpleQueue())
-        for slot in range(producer * self.slots, (producer + 1) * self.slots):
-            ch.free.put(slot)
+        for slot in self._slots_of(producer):
+            if slot not in held:
+                ch.free.put(slot)
         return ch
+
+    def _slots_of(self, producer: int) -> range:
+        return range(producer * self.slots, (producer + 1) * self.slots)
 
     @property
     def producers(self) -> int:
@@ -162,7 +179,6 @@ class BufferPool:
             slot = get_with_timeout(self._channels[producer].full, timeout)
         except PoolTimeout:
             return None
-        self._freed_by_reset.discard(slot)
         self._taken.add(slot)
         return slot
 
@@ -179,28 +195,39 @@ class BufferPool:
         return {name: t[slot] for name, t in self.buffers.items()}
 
     def release(self, slot: int) -> None:
-        self._taken.discard(slot)
-        if slot in self._freed_by_reset:  # already free since reset_producer: not twice
-            self._freed_by_reset.discard(slot)
+        """Give back a slot this process took with :meth:`take` or :meth:`receive`.
+
+        A slot it does not hold (one :meth:`reset_producer` returned as pending, or one
+        released already) is free already and is left alone: a slot is never freed twice.
+        """
+        if slot not in self._taken:
             return
+        self._taken.remove(slot)
         self._channels[slot // self.slots].free.put(slot)
 
     def reset_producer(self, index: int) -> list[int]:
-        """Give producer ``index`` a fresh channel with all its slots free (after it died).
+        """Give producer ``index`` a fresh channel (after its producer or consumer died).
 
-        Returns the slots it had submitted but the consumer had not taken yet, so they
-        can still be read: read them at once, before the producer's successor starts
-        (their slots are free again). They need no :meth:`release`; releasing one anyway,
-        or a slot taken before the reset, is ignored rather than freeing it twice.
+        Every slot of ``index`` that this process has not taken is free on the new
+        channel: those the dead party held, those on the old free list, and those pending
+        in the old full queue. Slots this process has taken and not released yet stay
+        out until their :meth:`release` frees them (so the successor cannot overwrite
+        one still being read). Once those are released, exactly ``slots`` are free.
+
+        Returns the pending slots, oldest first, so they can still be read: read them at
+        once, before the producer's successor starts (their slots are free again). They
+        need no :meth:`release`; releasing one anyway is ignored.
         """
+        old = self._channels[index]
         pending = []
-        while (slot := self.take(index, 0)) is not None:
-            pending.append(slot)
-        mine = range(index * self.slots, (index + 1) * self.slots)
-        self._freed_by_reset.update(s for s in self._taken if s in mine)
-        self._taken.difference_update(mine)
-        self._close(self._channels[index])
-        self._channels[index] = self._new_channel(index)
+        while True:
+            try:
+                pending.append(get_with_timeout(old.full, 0))
+            except PoolTimeout:
+                break
+        held = self._taken.intersection(self._slots_of(index))
+        self._close(old)
+        self._channels[index] = self._new_channel(index, held)
         return pending
 
     def close(self) -> None:

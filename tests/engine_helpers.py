@@ -160,6 +160,18 @@ def check_message(view: dict[str, torch.Tensor], slots: int, slot: int) -> tuple
     return index, seq, generation
 
 
+def take_and_hold(pool, took) -> None:
+    """A consumer that takes one slot, publishes it in ``took.value`` and never releases it.
+
+    ``took`` is a lock-free shared value (a queue would not do: this process is killed).
+    """
+    slot = pool.receive(timeout=30)
+    took.value = -1 if slot is None else slot
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 # -- WorkerGroup targets (first argument: hogwild.procs.WorkerContext) ------------------
 
 

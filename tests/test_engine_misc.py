@@ -241,7 +241,7 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
     assert ev.offer(snaps[20], 20) is True
     t0 = time.monotonic()
     assert ev.offer(snaps[30], 30) is False
-    assert time.monotonic() - t0 < 0.1, "offer blocked"
+    assert time.monotonic() - t0 < 0.5, "offer blocked"  # blocked would be for ever
     snaps[10].add_(1000)  # the evaluator must score what was offered, not the live tensor
 
     ev.start()
@@ -267,12 +267,13 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     first_pid = ev.group.slots[0].process.pid
     params = torch.ones(_probe_numel())
     # Each slow score takes a second; the evaluator holds at most one, the pool two more.
+    # A blocked offer would wait for a score to end (a second): 0.5 s leaves room for load.
     outcomes, durations = [], []
     for i in range(6):
         t0 = time.monotonic()
         outcomes.append(ev.offer(params * i, SLOW_FROM_STEP + i))
         durations.append(time.monotonic() - t0)
-    assert max(durations) < 0.1, durations
+    assert max(durations) < 0.5, durations
     assert outcomes[0] is True and outcomes.count(True) <= 3 and outcomes[-1] is False, outcomes
 
     # kill -9 while it scores, with snapshots pending: restarted, and the pool fully usable.
@@ -285,6 +286,8 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     _collect(ev, lambda s: ev.device_used is not None, timeout=60)
     second_pid = ev.group.slots[0].process.pid
     assert second_pid != first_pid
+    # The main process is the producer here: it takes no slot, so after the reset every
+    # slot is free, whatever the dead evaluator held or had pending when it died.
     prod = ev.pool.producer(0)
     free = []
     with pytest.raises(PoolTimeout):  # exactly `slots` free slots: none lost, none doubled
@@ -292,7 +295,7 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
             free.append(prod.acquire(0))
     assert sorted(free) == list(range(ev.pool.slots)), free
     for slot in free:
-        ev.pool.release(slot)
+        prod.give_back(slot)  # unsent (release is the consumer's, the evaluator's, call)
     assert ev.offer(params * 3, 3) is True
     scores = _collect(ev, lambda s: any(step == 3 for step, _, _ in s), timeout=30)
     _, metrics, _ = next(x for x in scores if x[0] == 3)

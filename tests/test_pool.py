@@ -18,6 +18,8 @@ from engine_helpers import (
     pool_layout,
     produce,
     shm_entries,
+    take_and_hold,
+    wait_for,
 )
 
 from hogwild.pool import BufferPool, PoolTimeout, get_with_timeout
@@ -259,4 +261,78 @@ def test_reset_producer_frees_each_slot_exactly_once(release_pending):
         prod.acquire(0)
     # Producer 0 never noticed any of this.
     assert sorted(pool.producer(0).acquire(0) for _ in range(4)) == [0, 1, 2, 3]
+    pool.close()
+
+
+def _drain_free(prod) -> list[int]:
+    free = []
+    with pytest.raises(PoolTimeout):
+        while True:
+            free.append(prod.acquire(0))
+    return sorted(free)
+
+
+def test_reset_producer_keeps_a_slot_being_read_out_until_it_is_released():
+    """A slot the consumer still reads is not handed to the successor: it could overwrite
+    it, and taking it again before the old release would free it twice."""
+    pool = BufferPool({"x": ((1,), torch.int64)}, producers=1, slots=3, ctx=CTX)
+    prod = pool.producer(0)
+    for value in (10, 11, 12):
+        with prod.message(timeout=1) as msg:
+            msg["x"].fill_(value)
+    held = pool.take(0, 1.0)
+    pending = pool.reset_producer(0)
+    assert [int(pool.view(s)["x"]) for s in pending] == [11, 12]
+    prod = pool.producer(0)
+    free = _drain_free(prod)
+    assert free == sorted(pending), "the slot being read was handed out"
+    for slot in free:  # the successor sends on every slot it has
+        prod.view(slot)["x"].fill_(20 + slot)
+        prod.submit(slot)
+    assert int(pool.view(held)["x"]) == 10, "overwritten while being read"
+    pool.release(held)
+    pool.release(held)  # a second release frees nothing
+    for _ in free:
+        pool.release(pool.take(0, 1.0))
+    assert _drain_free(prod) == [0, 1, 2]
+    pool.close()
+
+
+def test_reset_producer_after_its_consumer_dies_frees_every_slot():
+    """The evaluator's case: this process produces, a child consumes and is killed -9
+    holding one slot, with the others pending. After the reset all of them are free."""
+    slots = 3
+    pool = BufferPool({"x": ((1,), torch.int64)}, producers=1, slots=slots, ctx=CTX)
+    prod = pool.producer(0)
+    took = CTX.RawValue("q", -2)
+    child = CTX.Process(target=take_and_hold, args=(pool, took), daemon=True)
+    child.start()
+    try:
+        with prod.message(timeout=1) as msg:
+            msg["x"].fill_(1)
+        assert wait_for(lambda: took.value != -2, 30), "the consumer took nothing"
+        held = took.value
+        for value in range(2, slots + 1):  # the rest stay pending
+            with prod.message(timeout=1) as msg:
+                msg["x"].fill_(value)
+        with pytest.raises(PoolTimeout):
+            prod.acquire(0)
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(5)
+    finally:
+        _reap([child])
+    pending = pool.reset_producer(0)
+    assert held not in pending and sorted([held, *pending]) == list(range(slots))
+    prod = pool.producer(0)
+    free = _drain_free(prod)
+    assert free == list(range(slots)), "none lost, none doubled"
+    for slot in free:
+        prod.give_back(slot)
+    for _ in range(2 * slots):  # and the slots cycle as before
+        with prod.message(timeout=1) as msg:
+            msg["x"].fill_(7)
+        slot = pool.take(0, 1.0)
+        assert int(pool.view(slot)["x"]) == 7
+        pool.release(slot)
+    assert _drain_free(prod) == list(range(slots))
     pool.close()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import logging
+import os
 import signal
 import socket
 import sys
@@ -104,7 +105,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
     ctx = mp.get_context("spawn")
     stop = StopFlag(ctx)
     messages = ctx.SimpleQueue()
-    args = (cfg, data, _free_port(), state, stop, messages)
+    args = (cfg, data, _free_port(), state, stop, messages, os.getpid())
     result: RunResult | None = None
     exit_code = 0
     with GracefulShutdown(on_request=stop.set) as shutdown:
@@ -221,9 +222,10 @@ def _rank_main(
     state: dict[str, Any] | None,
     stop: StopFlag,
     messages: Any,
+    parent_pid: int,
 ) -> None:
     """One rank, in its own spawned process."""
-    die_with_parent()  # SIGKILL, not spawn's SIGINT (ignored below), if the parent dies
+    die_with_parent(parent_pid)  # SIGKILL, not spawn's SIGINT (ignored below), if it dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent: it sets `stop`
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     torch.set_num_threads(cfg.threads_per_worker)

@@ -45,7 +45,7 @@ from hogwild.mnist import (  # noqa: E402
     make_optimizer,
     train_worker,
 )
-from hogwild.mnist_data import MnistData, default_data_dir, load_mnist  # noqa: E402
+from hogwild.mnist.data import MnistData, default_data_dir, load_mnist  # noqa: E402
 from hogwild.pool import BufferPool  # noqa: E402
 from hogwild.procs import WorkerGroup  # noqa: E402
 

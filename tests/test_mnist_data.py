@@ -1,4 +1,4 @@
-"""Tests for hogwild.mnist_data: IDX parsing, validation errors, offline download, real data."""
+"""Tests for hogwild.mnist.data: IDX parsing, validation errors, offline download, real data."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from hogwild import mnist_data
 from hogwild.errors import UsageError
-from hogwild.mnist_data import (
+from hogwild.mnist import data as mnist_data
+from hogwild.mnist.data import (
     FILES,
     MD5,
     MnistData,

@@ -46,7 +46,8 @@ from torch.utils.data import DistributedSampler
 from hogwild.checkpoint import save_checkpoint
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.mnist import (
+from hogwild.mnist.data import MnistData
+from hogwild.mnist.trainer import (
     CHECKPOINT_FORMAT,
     MILESTONES,
     PROG,
@@ -59,7 +60,6 @@ from hogwild.mnist import (
     load_data,
     load_resume,
 )
-from hogwild.mnist_data import MnistData
 from hogwild.procs import StopFlag, die_with_parent
 from hogwild.rundir import Progress, RunDir, config_dict
 from hogwild.shutdown import GracefulShutdown

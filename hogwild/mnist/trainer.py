@@ -17,7 +17,7 @@ no cross-process barrier to get wrong and every checkpoint is of a quiescent mod
 Two more ways to run the same model on the same data (see ``--help``):
 
 * ``--mode ddp``: the synchronous baseline, N ``DistributedDataParallel`` ranks
-  (:mod:`hogwild.mnist_ddp`).
+  (:mod:`hogwild.mnist.ddp`).
 * under ``torchrun``: one Hogwild! node per machine, each with its own workers on its
   own shard of the data, averaging parameters with the other nodes every
   ``--sync-every`` seconds (:class:`hogwild.distributed.NodeSync`). Every node's epoch
@@ -53,7 +53,7 @@ from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, resolve_device
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.mnist_data import (
+from hogwild.mnist.data import (
     FILES,
     MNIST_MEAN,
     MNIST_STD,
@@ -1024,7 +1024,7 @@ def train(cfg: MnistConfig, out: Any = None) -> RunResult:
     is restored afterwards (the run itself keeps the main process at one thread).
     """
     if cfg.mode == "ddp":
-        from hogwild.mnist_ddp import train_ddp
+        from hogwild.mnist.ddp import train_ddp
 
         return train_ddp(cfg, out)
     threads = torch.get_num_threads()
@@ -1318,11 +1318,3 @@ def _main(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point (``hogwild-mnist``); returns the exit code."""
     return run_cli(build_parser(), _main, argv)
-
-
-if __name__ == "__main__":
-    # Re-import under the package name, so that pickled references (spawn, evaluator)
-    # name hogwild.mnist rather than __main__.
-    from hogwild.mnist import main as _package_main
-
-    sys.exit(_package_main())

@@ -165,23 +165,25 @@ def run_worker(
             grad.zero_()
             loss.backward()
             grad_norm = float(grad.norm())
-            lr = _learning_rate(cfg, int(env_steps.sum()))
+            lr = _learning_rate(cfg, env_steps)
+            losses = torch.stack((policy_loss, value_loss, entropy_mean)).detach().tolist()
             stats = telemetry.stats
-            if not (np.isfinite(grad_norm) and torch.isfinite(loss)):
-                nonfinite_in_row += 1
-                stats[7] += 1
-                if nonfinite_in_row >= cfg.max_nonfinite:
-                    raise NonFiniteUpdates(
-                        f"{nonfinite_in_row} non-finite losses or gradients in a row"
-                    )
-            else:
+            stats[1] += T * K
+            if np.isfinite(grad_norm) and np.isfinite(sum(losses)):
                 nonfinite_in_row = 0
                 if grad_norm > cfg.max_grad_norm:
                     grad.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
                 optimizer.step(grad, ctx.rank, lr)
+                stats[0] += 1
+                stats[2:7] += (*losses, grad_norm, lr)
+            else:
+                nonfinite_in_row += 1
+                stats[7] += 1
+                if nonfinite_in_row >= cfg.max_nonfinite:
+                    raise NonFiniteUpdates(
+                        f"{nonfinite_in_row} updates in a row with a non-finite loss or gradient"
+                    )
             env_steps[ctx.rank] += T * K
-            losses = torch.stack((policy_loss, value_loss, entropy_mean)).detach().tolist()
-            stats += (1, T * K, *losses, grad_norm, lr, 0)
             if telemetry.due():
                 telemetry.send()
     finally:
@@ -189,7 +191,7 @@ def run_worker(
     telemetry.send()
 
 
-def _learning_rate(cfg: A3CConfig, steps: int) -> float:
+def _learning_rate(cfg: A3CConfig, env_steps: torch.Tensor) -> float:
     if cfg.lr_schedule == "linear":
-        return cfg.lr * max(1.0 - steps / cfg.total_steps, 0.0)
+        return cfg.lr * max(1.0 - int(env_steps.sum()) / cfg.total_steps, 0.0)
     return cfg.lr

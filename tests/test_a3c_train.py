@@ -17,7 +17,7 @@ from a3c.config import A3CConfig
 from a3c.evaluate import main as evaluate_main
 from a3c.train import main as train_main
 from a3c.train import train
-from hogwild.checkpoint import load_checkpoint
+from hogwild.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -240,3 +240,29 @@ def test_killed_worker_aborts_when_asked(tmp_path):
     assert "was killed by SIGKILL" in err and "aborting" in err
     assert "Traceback" not in err
     assert load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))["env_steps"] > 0
+
+
+def test_non_finite_updates_are_skipped_then_fail_the_worker(trained, tmp_path):
+    _, result = trained
+    ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")
+    ckpt["model"] = {k: torch.full_like(v, float("nan")) for k, v in ckpt["model"].items()}
+    poisoned = tmp_path / "run" / "checkpoint.pt"
+    save_checkpoint(ckpt, poisoned)
+    proc = run_cli(
+        "a3c.train",
+        "--workers",
+        "1",
+        "--resume",
+        str(poisoned),
+        "--eval-interval",
+        "0",
+        "--on-worker-failure",
+        "abort",
+        "--max-nonfinite",
+        "3",
+        "--logdir",
+        str(tmp_path),
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert "3 updates in a row with a non-finite loss or gradient" in proc.stderr
+    assert "aborting" in proc.stderr

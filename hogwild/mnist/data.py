@@ -20,12 +20,15 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 import torch
 
 from hogwild.errors import UsageError
+
+if TYPE_CHECKING:
+    from hogwild.mnist.config import MnistConfig
 
 __all__ = [
     "FILES",
@@ -36,7 +39,9 @@ __all__ = [
     "MnistData",
     "default_data_dir",
     "download_mnist",
+    "load_data",
     "load_mnist",
+    "load_test_set",
     "read_idx",
 ]
 
@@ -226,9 +231,12 @@ def _pair(data_dir: Path, images_base: str, labels_base: str) -> tuple[torch.Ten
     top = int(labels.max())
     if top > 9:
         raise UsageError(f"{lbl_path.name}: label {top} out of range 0..9")
-    x = images.unsqueeze(1).to(torch.float32).div_(255.0)
-    x.sub_(MNIST_MEAN).div_(MNIST_STD)
-    return x, labels.to(torch.int64)
+    return _normalise(images), labels.to(torch.int64)
+
+
+def _normalise(images: torch.Tensor) -> torch.Tensor:
+    """uint8 [N, 28, 28] -> float32 [N, 1, 28, 28], standardised with the training stats."""
+    return images.unsqueeze(1).to(torch.float32).div_(255.0).sub_(MNIST_MEAN).div_(MNIST_STD)
 
 
 def load_mnist(
@@ -255,6 +263,31 @@ def load_mnist(
     train_x, train_y = _pair(data_dir, FILES["train_images"], FILES["train_labels"])
     test_x, test_y = _pair(data_dir, FILES["test_images"], FILES["test_labels"])
     return MnistData(train_x, train_y, test_x, test_y)
+
+
+def load_data(cfg: MnistConfig) -> MnistData:
+    """All of MNIST (or the first ``--train-subset`` training images), in shared memory."""
+    data = load_mnist(cfg.data_dir, download=cfg.download)
+    if cfg.train_subset is not None:
+        if cfg.train_subset > data.train_images.shape[0]:
+            raise UsageError(
+                f"--train-subset {cfg.train_subset} exceeds the "
+                f"{data.train_images.shape[0]} training images"
+            )
+        data.train_images = data.train_images[: cfg.train_subset].clone()
+        data.train_labels = data.train_labels[: cfg.train_subset].clone()
+    return data.share_memory_()
+
+
+def load_test_set(data_dir: str | Path) -> tuple[torch.Tensor, torch.Tensor]:
+    """Only the 10k test images and labels, normalised (the evaluator needs no more)."""
+    data_dir = Path(data_dir)
+    tensors = []
+    for base in (FILES["test_images"], FILES["test_labels"]):
+        raw = data_dir / base
+        tensors.append(read_idx(raw if raw.is_file() else data_dir / f"{base}.gz"))
+    images, labels = tensors
+    return _normalise(images), labels.to(torch.int64)
 
 
 # ----------------------------------------------------------------------- download

@@ -3,7 +3,7 @@
 The parent loads MNIST once into shared memory and starts ``--workers`` ranks with
 ``torch.multiprocessing`` (spawn); the shared tensors travel to them by handle, so no
 rank decodes a file. Each rank joins a process group (gloo, or NCCL when every rank has
-a GPU) over 127.0.0.1, trains the same :class:`~hogwild.mnist.ConvNet` wrapped in
+a GPU) over 127.0.0.1, trains the same :class:`~hogwild.mnist.model.ConvNet` wrapped in
 ``DistributedDataParallel`` on its ``DistributedSampler`` shard of each epoch, and steps a
 standard ``torch.optim`` SGD or Adam: every step waits for everyone's gradients, which is
 exactly the cost Hogwild! avoids. Every ``--log-interval`` batches the ranks all-reduce
@@ -43,25 +43,21 @@ from torch.multiprocessing.spawn import (
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
-from hogwild.checkpoint import save_checkpoint
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.mnist.data import MnistData
-from hogwild.mnist.trainer import (
-    CHECKPOINT_FORMAT,
-    MILESTONES,
-    PROG,
-    MnistConfig,
+from hogwild.mnist.checkpoints import load_resume, save_run_checkpoint
+from hogwild.mnist.config import PROG, MnistConfig, epoch_lr
+from hogwild.mnist.data import MnistData, load_data
+from hogwild.mnist.model import build_model, channels_last
+from hogwild.mnist.report import (
     RunResult,
-    build_model,
-    channels_last,
-    epoch_lr,
-    evaluate,
-    load_data,
-    load_resume,
+    final_metrics,
+    milestone_lines,
+    progress_line,
+    test_and_log,
 )
 from hogwild.procs import StopFlag, die_with_parent
-from hogwild.rundir import Progress, RunDir, config_dict
+from hogwild.rundir import Progress, RunDir
 from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)
@@ -338,24 +334,15 @@ class _Rank:
             raise
         finally:
             if self.rundir is not None:
-                metrics = (
-                    {} if final is None else {"test_loss": final[0], "test_accuracy": final[1]}
-                )
-                for acc, (t, _) in self.milestones.items():
-                    metrics[f"time_to_{acc:g}_s"] = t
-                self.rundir.close(metrics)
+                self.rundir.close(final_metrics(final, self.milestones))
         if not self.is_main:
             return
         if not saved:
             # Stopped mid-epoch: as in hogwild mode, a resume redoes that epoch.
             self._save_checkpoint(epoch, final)
         self._print(f"checkpoint: {self.checkpoint_path}")
-        for target in MILESTONES:
-            if target in self.milestones:
-                t, n = self.milestones[target]
-                self._print(
-                    f"{target:g}% test accuracy first reached after {t:.1f} s, {n:,} samples"
-                )
+        for line in milestone_lines(self.milestones):
+            self._print(line)
         result = RunResult(
             exit_code=143 if stopped else 0,  # the parent puts its own signal's code
             run_dir=self.rundir.path if self.rundir else None,
@@ -421,13 +408,7 @@ class _Rank:
             return
         self._last_progress = now
         rate = samples / max(now - start, 1e-9)
-        self.messages.put(
-            (
-                "progress",
-                f"epoch {epoch + 1}/{self.cfg.epochs}: {samples:,} samples, "
-                f"train loss {loss:.4f}, {_k(rate)} samples/s",
-            )
-        )
+        self.messages.put(("progress", progress_line(epoch, self.cfg.epochs, samples, loss, rate)))
 
     def _agree_to_stop(self, final: tuple[float, float] | None) -> bool:
         """Between epochs: rank 0's verdict (target accuracy reached, or a stop request)."""
@@ -445,67 +426,37 @@ class _Rank:
         """Rank 0: score the test set, log, checkpoint (the others wait at the next collective)."""
         cfg = self.cfg
         assert self.rundir is not None
-        t = time.monotonic()
-        loss, correct = evaluate(
-            self.model.module, self.test_x, self.test_y, cfg.test_batch_size, self.nhwc
-        )
-        n_test = self.test_x.shape[0]
-        acc = 100.0 * correct / n_test
-        rate = epoch_samples / max(train_time, 1e-9)
-        elapsed = time.monotonic() - self._t0
-        for target in MILESTONES:
-            if acc >= target and target not in self.milestones:
-                self.milestones[target] = (elapsed, self.samples)
-        self.rundir.scalars(
-            {
-                "test/loss": loss,
-                "test/accuracy": acc,
-                "perf/samples_per_sec": rate,
-                "perf/epoch_seconds": train_time,
-                "perf/test_seconds": time.monotonic() - t,
-                "train/lr": epoch_lr(cfg, epoch - 1),
-                "train/epoch": epoch,
-            },
+        final, line, record = test_and_log(
+            self.model.module,
+            self.test_x,
+            self.test_y,
+            self.nhwc,
+            cfg,
+            self.rundir,
+            epoch,
+            epoch_samples,
+            train_time,
+            self._t0,
             self.samples,
+            self.milestones,
         )
-        self.rundir.writer.flush()
-        self._print(
-            f"epoch {epoch}: test loss {loss:.4f}, accuracy {acc:.2f}% ({correct}/{n_test}), "
-            f"{_k(rate)} samples/s, {train_time:.1f} s"
-        )
-        self.history.append(
-            {
-                "epoch": epoch,
-                "test_loss": loss,
-                "test_accuracy": acc,
-                "samples_per_sec": rate,
-                "epoch_seconds": train_time,
-                "elapsed": elapsed,
-                "samples": self.samples,
-            }
-        )
-        self._save_checkpoint(epoch, (loss, acc))
-        return loss, acc
+        self._print(line)
+        self.history.append(record)
+        self._save_checkpoint(epoch, final)
+        return final
 
     def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path:
-        """The hogwild-mode checkpoint layout; ``optimizers`` holds the one torch.optim state
-        (identical on every rank), and ``config.mode`` says which mode can resume it."""
-        module = self.model.module
-        return save_checkpoint(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "version": 1,
-                "model": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
-                "optimizers": [_to_cpu(self.optimizer.state_dict())],
-                "config": config_dict(self.cfg),
-                "epoch": epoch,
-                "samples": self.samples,
-                "elapsed": time.monotonic() - self._t0,
-                "test_loss": None if final is None else final[0],
-                "test_accuracy": None if final is None else final[1],
-                "milestones": {str(k): list(v) for k, v in self.milestones.items()},
-            },
+        """The one torch.optim state is identical on every rank: rank 0's is saved."""
+        return save_run_checkpoint(
             self.checkpoint_path,
+            self.cfg,
+            self.model.module,
+            [_to_cpu(self.optimizer.state_dict())],
+            epoch=epoch,
+            samples=self.samples,
+            elapsed=time.monotonic() - self._t0,
+            final=final,
+            milestones=self.milestones,
         )
 
 
@@ -517,7 +468,3 @@ def _to_cpu(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_to_cpu(v) for v in obj]
     return obj
-
-
-def _k(rate: float) -> str:
-    return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from proc_helpers import child_pids  # noqa: F401 (test_engine_misc imports it from here)
 from torch import nn
 
 TESTS = Path(__file__).resolve().parent
@@ -31,48 +32,6 @@ def fd_count() -> int:
 
 def shm_entries() -> set[str]:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
-
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """``(state, ppid)`` of ``pid``, or ``None`` when it no longer exists."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            text = f.read()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return fields[0], int(fields[1])
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def child_pids(parent: int | None = None) -> set[int]:
-    """Every process (zombies included) whose parent is ``parent``, found through /proc.
-
-    multiprocessing's resource tracker (a helper the ``spawn`` context starts once and
-    keeps for the life of the interpreter) is not counted.
-    """
-    parent = os.getpid() if parent is None else parent
-    out = set()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        st = _stat(int(name))
-        if st is not None and st[1] == parent and "resource_tracker" not in _cmdline(int(name)):
-            out.add(int(name))
-    return out
-
-
-def pid_gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
-    st = _stat(pid)
-    return st is None or st[0] in ("Z", "X")
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.02) -> bool:

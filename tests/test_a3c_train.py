@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from proc_helpers import child_pids, pid_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from a3c.config import A3CConfig
@@ -145,27 +146,6 @@ def test_corrupt_checkpoints_are_refused(tmp_path):
         assert "Traceback" not in proc.stderr
 
 
-def children_of(pid: int) -> list[int]:
-    kids = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                kids.append(int(entry.name))
-    return kids
-
-
-def alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
     proc = subprocess.Popen(
         [
@@ -191,10 +171,10 @@ def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        kids = children_of(proc.pid)
+        kids = child_pids(proc.pid)
         if len(kids) >= 2 and list(tmp_path.glob("*/events.out.tfevents.*")):
             time.sleep(2.0)  # let it train a little
-            return proc, children_of(proc.pid)
+            return proc, sorted(child_pids(proc.pid))
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.2)
     proc.kill()
@@ -216,7 +196,7 @@ def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
     ckpt = load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))
     assert ckpt["env_steps"] > 0
     time.sleep(0.5)
-    assert not [k for k in kids if alive(k)], "child processes outlived the run"
+    assert all(pid_gone(k) for k in kids), "child processes outlived the run"
     assert not set(os.listdir("/dev/shm")) - shm_before, "shared memory leaked"
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from proc_helpers import child_pids, cmdline, pid_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from hogwild.flat import flatten_parameters
@@ -106,9 +107,9 @@ def test_killed_worker_is_restarted_or_aborts_the_run(tmp_path, caplog, capsys, 
     def kill_one_worker() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
-            for child in _children(os.getpid()):
+            for child in child_pids():
                 # Forked workers share our command line; anything else is not ours to kill.
-                if _cmdline(child) == me:
+                if cmdline(child) == me:
                     time.sleep(0.2)  # let it train a little first
                     try:
                         os.kill(child, signal.SIGKILL)
@@ -150,25 +151,6 @@ def test_spawned_workers_train_the_shared_model(tmp_path, capsys):
     assert ckpt["test_accuracy"] > 80.0  # 5k samples: far from chance, so updates landed
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            out.append(int(stat.parent.name))
-    return out
-
-
-def _cmdline(pid: int) -> bytes:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""
-
-
 @needs_mnist
 def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(tmp_path):
     cmd = [
@@ -180,7 +162,7 @@ def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(tmp_path):
         deadline = time.monotonic() + 60
         workers: list[int] = []
         while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            workers = _children(proc.pid)
+            workers = sorted(child_pids(proc.pid))
             time.sleep(0.05)
         assert len(workers) >= 2, "workers never started"
         time.sleep(0.5)
@@ -195,14 +177,7 @@ def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(tmp_path):
     ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
     assert ckpt["epoch"] == 0  # the interrupted epoch is redone on resume
     for pid in workers:  # no orphans
-        assert not Path(f"/proc/{pid}").exists() or _is_zombie(pid)
-
-
-def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+        assert pid_gone(pid)
 
 
 # ------------------------------------------------------------------- shared model

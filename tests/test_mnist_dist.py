@@ -6,11 +6,8 @@ spawned by the app itself, and two torchrun "machines" over loopback.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,13 +15,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from proc_helpers import descendants, finish, free_port, kill_tree, pid_gone, torchrun
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from hogwild.flat import flatten_parameters
 from hogwild.mnist import ConvNet, main, params_digest
 
 REPO = Path(__file__).resolve().parents[1]
-TESTS = REPO / "tests"
 SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
 
 pytestmark = pytest.mark.skipif(
@@ -50,65 +47,6 @@ def scalars(run_dir: Path) -> dict[str, list[float]]:
 def event_writers(tmp_path: Path) -> set[tuple[Path, str]]:
     """(folder, pid) of every TensorBoard events file: who wrote TensorBoard, and where."""
     return {(p.parent, p.name.split(".")[-2]) for p in tmp_path.rglob("events.out.tfevents.*")}
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def gone(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def torchrun(port: int, *args: str) -> subprocess.Popen:
-    """One "machine" of a two-node job: torchrun's agent plus one trainer process."""
-    cmd = [
-        sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
-        "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-        "--max-restarts", "0", "-m", "hogwild.mnist", *args,
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{TESTS}"}
-    return subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-
-
-def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:
-    out = []
-    deadline = time.monotonic() + timeout
-    for p in procs:
-        try:
-            stdout, stderr = p.communicate(timeout=max(deadline - time.monotonic(), 1))
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                for pid in [*descendants(q.pid), q.pid]:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-            pytest.fail("a process did not finish in time")
-        out.append((p.returncode, stdout, stderr))
-    return out
 
 
 # ----------------------------------------------------------------------------- DDP
@@ -174,7 +112,7 @@ def test_ddp_sigterm_stops_every_rank_and_saves(tmp_path):
     (run,) = (tmp_path / "runs").iterdir()
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["epoch"] == 0 and ckpt["samples"] > 0  # mid-epoch: redone on resume
-    assert all(gone(pid) for pid in ranks), "a rank outlived the parent"
+    assert all(pid_gone(pid) for pid in ranks), "a rank outlived the parent"
 
 
 # ------------------------------------------------------------------- torchrun nodes
@@ -183,7 +121,7 @@ def test_ddp_sigterm_stops_every_rank_and_saves(tmp_path):
 def test_two_nodes_learn_one_run_identical_models(tmp_path):
     port = free_port()
     args = common(tmp_path, "--workers", "1", "--epochs", "1", "--max-batches-per-epoch", "150")
-    procs = [torchrun(port, *args, "--sync-every", "0.5") for _ in range(2)]
+    procs = [torchrun(port, "-m", "hogwild.mnist", *args, "--sync-every", "0.5") for _ in range(2)]
     results = finish(procs, 120)
     for code, _, err in results:
         assert code == 0, err
@@ -204,8 +142,9 @@ def test_two_nodes_learn_one_run_identical_models(tmp_path):
 def test_a_dead_node_makes_the_other_exit_with_one_clear_line(tmp_path):
     port = free_port()
     args = common(tmp_path, "--workers", "1", "--epochs", "50", "--sync-every", "0.5")
-    victim = torchrun(port, *args, "--dist-timeout", "20")
-    survivor = torchrun(port, *args, "--dist-timeout", "20")
+    args = ["-m", "hogwild.mnist", *args, "--dist-timeout", "20"]
+    victim = torchrun(port, *args)
+    survivor = torchrun(port, *args)
     try:
         deadline = time.monotonic() + 90
         while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
@@ -215,9 +154,7 @@ def test_a_dead_node_makes_the_other_exit_with_one_clear_line(tmp_path):
         time.sleep(2)
         # A machine that dies takes its whole process tree with it (torchrun starts the
         # trainer in a session of its own, so kill the launcher's descendants explicitly).
-        for pid in [*descendants(victim.pid), victim.pid]:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        kill_tree(victim.pid)
         t = time.monotonic()
         ((code, _, err),) = finish([survivor], 60)
         assert time.monotonic() - t < 45

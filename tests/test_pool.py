@@ -13,7 +13,6 @@ import pytest
 import torch
 from engine_helpers import (
     check_message,
-    child_pids,
     fd_count,
     pool_layout,
     produce,
@@ -21,6 +20,7 @@ from engine_helpers import (
     take_and_hold,
     wait_for,
 )
+from proc_helpers import child_pids
 
 from hogwild.pool import BufferPool, PoolTimeout, get_with_timeout
 

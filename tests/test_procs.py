@@ -15,9 +15,7 @@ from multiprocessing.connection import wait
 import pytest
 from engine_helpers import (
     ROOT,
-    child_pids,
     ignore_stop,
-    pid_gone,
     read_line,
     report_then_maybe_raise,
     run_for,
@@ -26,6 +24,7 @@ from engine_helpers import (
     until_stopped,
     wait_for,
 )
+from proc_helpers import child_pids, pid_gone
 
 from hogwild.pool import get_with_timeout
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup

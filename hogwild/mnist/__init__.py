@@ -18,8 +18,9 @@ Two more ways to run the same model on the same data (see ``--help``):
   leaves every node with the same model, which rank 0 alone tests, logs and checkpoints.
 
 Modules: ``trainer`` (hogwild mode's main process), ``worker`` (its workers),
-``multinode`` (the torchrun rounds), ``ddp`` (``--mode ddp``), ``model``, ``data``,
-``config``, ``checkpoints``, ``report``, ``live_eval`` and ``cli``.
+``multinode`` (the torchrun rounds), ``ddp`` and ``ddp_rank`` (``--mode ddp``: parent
+and ranks), ``model``, ``data``, ``config``, ``checkpoints``, ``report``, ``live_eval``
+and ``cli``.
 """
 
 from hogwild.mnist.cli import main

@@ -9,7 +9,6 @@ when the run ends (step budget, time limit, target return, a signal, or a failur
 from __future__ import annotations
 
 import argparse
-import collections
 import dataclasses
 import functools
 import logging
@@ -20,16 +19,18 @@ from multiprocessing.connection import wait
 from pathlib import Path
 
 import gymnasium as gym
-import numpy as np
 import torch
+import torch.multiprocessing as mp
 
+from a3c.cli import build_parser, config_from_args
 from a3c.config import A3CConfig
 from a3c.envs import env_spaces
 from a3c.evaluation import build_model, score_greedy
 from a3c.model import ModelSpec
-from a3c.worker import STATS, run_worker, telemetry_layout
+from a3c.telemetry import RunStats, consume, drain, status_line, telemetry_layout, write_logs
+from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
-from hogwild.cli import nonnegative_int, positive_float, positive_int, run_cli, unit_float
+from hogwild.cli import run_cli
 from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, resolve_device
@@ -52,34 +53,6 @@ class RunResult:
     solved_at: tuple[float, int] | None
     best_eval: float
     exit_code: int
-
-
-class _Stats:
-    """What the main process knows of the run, folded in from telemetry messages."""
-
-    def __init__(self) -> None:
-        self.recent = collections.deque(maxlen=100)
-        self.env_steps = 0
-        self.episodes = 0
-        self.window = np.zeros(len(STATS))
-        self.window_returns: list[float] = []
-        self.window_lengths: list[int] = []
-
-    def add(self, buf: dict[str, torch.Tensor]) -> None:
-        stats = buf["stats"].numpy()
-        self.window += stats
-        self.env_steps += int(stats[1])
-        n = int(buf["n_episodes"])
-        if n:
-            rets = buf["ep_return"][:n].tolist()
-            self.recent.extend(rets)
-            self.window_returns.extend(rets)
-            self.window_lengths.extend(buf["ep_length"][:n].tolist())
-            self.episodes += n
-
-    @property
-    def mean_100(self) -> float:
-        return float(np.mean(self.recent)) if self.recent else float("nan")
 
 
 def train(cfg: A3CConfig) -> RunResult:
@@ -122,11 +95,16 @@ class Trainer:
             else None
         )
 
-        self.stats = _Stats()
+        self.stats = RunStats()
         self.stats.env_steps = self.start_steps
         self.global_steps = self.start_steps
         self._synced_local = 0
-        self.pool = BufferPool(telemetry_layout(), producers=cfg.workers, slots=4)
+        self.pool = BufferPool(
+            telemetry_layout(),
+            producers=cfg.workers,
+            slots=4,
+            ctx=mp.get_context(cfg.start_method),
+        )
         self.group = WorkerGroup(
             run_worker,
             (cfg, self.spec, self.flat, self.optimizer, self.env_steps, self.pool),
@@ -182,7 +160,7 @@ class Trainer:
             try:
                 while True:
                     ready = wait(self._waitables(), timeout=0.1)
-                    self._consume(ready)
+                    self.consume(ready)
                     self.group.check(ready)
                     now = time.monotonic()
                     local = self._evaluate(ready, now) or self._check_solved(now)
@@ -225,18 +203,18 @@ class Trainer:
             waitables += self.evaluator.waitables()
         return waitables
 
-    def _consume(self, ready: list) -> None:
+    def consume(self, ready: list) -> None:
         for reader in ready:
             rank = self.pool.owner(reader)
             if rank is not None:
                 while (slot := self.pool.take(rank, 0)) is not None:
-                    _consume(self.pool, slot, self.stats)
+                    consume(self.pool, slot, self.stats)
         self.global_steps += self.stats.env_steps - self.start_steps - self._synced_local
         self._synced_local = self.stats.env_steps - self.start_steps
 
     def _on_restart(self, rank: int) -> None:
         for slot in self.pool.reset_producer(rank):
-            _consume(self.pool, slot, self.stats)
+            consume(self.pool, slot, self.stats)
 
     def _evaluate(self, ready: list, now: float) -> str | None:
         if self.evaluator is None:
@@ -277,7 +255,7 @@ class Trainer:
         if now - self.last_log < self.cfg.log_interval:
             return
         if self.rundir is not None:
-            _write_logs(
+            write_logs(
                 self.rundir,
                 self.stats,
                 self.global_steps,
@@ -285,7 +263,9 @@ class Trainer:
                 self.global_steps - self.log_steps,
             )
             self.progress.update(
-                _status(self.cfg, self.stats, self.global_steps, now - self.t0, self.start_steps)
+                status_line(
+                    self.cfg, self.stats, self.global_steps, now - self.t0, self.start_steps
+                )
             )
         self.last_log, self.log_steps = now, self.global_steps
         if now - self.last_ckpt >= self.cfg.checkpoint_interval:
@@ -321,8 +301,8 @@ class Trainer:
         return None
 
     def _finish(self, final_round: bool) -> Path | None:
-        self.group.stop(timeout=5.0, drain=lambda: _drain(self.pool, self.stats))
-        _drain(self.pool, self.stats)
+        self.group.stop(timeout=5.0, drain=lambda: drain(self.pool, self.stats))
+        drain(self.pool, self.stats)
         if self.evaluator is not None:
             self.evaluator.stop()
         self.pool.close()
@@ -343,7 +323,7 @@ class Trainer:
         if self.rundir is None:
             return None
         path = self._checkpoint("checkpoint.pt")
-        _write_logs(
+        write_logs(
             self.rundir,
             self.stats,
             self.global_steps,
@@ -398,198 +378,6 @@ def _reward_threshold(env_id: str) -> float | None:
     except gym.error.Error:
         return None
     return None if threshold is None else float(threshold)
-
-
-def _consume(pool: BufferPool, slot: int, stats: _Stats) -> None:
-    stats.add(pool.view(slot))
-    pool.release(slot)
-
-
-def _drain(pool: BufferPool, stats: _Stats) -> None:
-    for rank in range(pool.producers):
-        while (slot := pool.take(rank, 0)) is not None:
-            _consume(pool, slot, stats)
-
-
-def _write_logs(run: RunDir, stats: _Stats, step: int, dt: float, steps: int) -> None:
-    w = stats.window
-    if stats.window_returns:
-        run.scalars(
-            {
-                "charts/episodic_return": float(np.mean(stats.window_returns)),
-                "charts/episodic_length": float(np.mean(stats.window_lengths)),
-                "charts/mean_return_100": stats.mean_100,
-            },
-            step,
-        )
-    if w[0] > 0:
-        n = w[0]
-        run.scalars(
-            {
-                "losses/policy_loss": w[2] / n,
-                "losses/value_loss": w[3] / n,
-                "losses/entropy": w[4] / n,
-                "losses/grad_norm": w[5] / n,
-                "charts/learning_rate": w[6] / n,
-                "perf/env_steps_per_sec": steps / dt,
-                "perf/updates_per_sec": n / dt,
-                "charts/skipped_updates": w[7],
-            },
-            step,
-        )
-    stats.window[:] = 0
-    stats.window_returns.clear()
-    stats.window_lengths.clear()
-
-
-def _status(cfg: A3CConfig, stats: _Stats, steps: int, elapsed: float, start_steps: int) -> str:
-    rate = (steps - start_steps) / max(elapsed, 1e-9)
-    left = max(cfg.total_steps - steps, 0) / max(rate, 1e-9)
-    return (
-        f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  "
-        f"episodes {stats.episodes:,}  mean return(100) {stats.mean_100:.1f}  "
-        f"elapsed {elapsed:.0f}s  ETA {left:.0f}s"
-    )
-
-
-def _hidden(text: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected sizes like 128,128, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be positive, got {text!r}")
-    return sizes
-
-
-def build_parser() -> argparse.ArgumentParser:
-    d = A3CConfig()
-    p = argparse.ArgumentParser(
-        prog="a3c.train",
-        description="Train an actor-critic on a Gymnasium environment with "
-        "A3C: N worker processes update one shared model lock-free.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    g = p.add_argument_group("run")
-    g.add_argument("--env", default=d.env, help="Gymnasium id, or module:Env-vN to import module")
-    g.add_argument("--workers", type=positive_int, default=d.workers, help="worker processes")
-    g.add_argument(
-        "--envs-per-worker",
-        type=positive_int,
-        default=d.envs_per_worker,
-        help="environments each worker steps with one batched forward pass",
-    )
-    g.add_argument(
-        "--total-steps",
-        type=positive_int,
-        default=d.total_steps,
-        help="stop after this many env steps (all workers together)",
-    )
-    g.add_argument("--time-limit", type=positive_float, default=None, help="stop after seconds")
-    g.add_argument(
-        "--target-return",
-        type=float,
-        default=None,
-        help="stop when --target-metric reaches it "
-        "(default: the env's reward_threshold, e.g. 475 for CartPole-v1)",
-    )
-    g.add_argument(
-        "--target-metric",
-        choices=("train", "eval"),
-        default=d.target_metric,
-        help="train: mean return of the last 100 training episodes (the standard 'solved'); "
-        "eval: the evaluator's mean greedy return",
-    )
-    g.add_argument("--seed", type=int, default=d.seed)
-    g = p.add_argument_group("algorithm")
-    g.add_argument("--n-steps", type=positive_int, default=d.n_steps, help="rollout length")
-    g.add_argument("--gamma", type=unit_float, default=d.gamma, help="discount")
-    g.add_argument(
-        "--gae-lambda",
-        type=unit_float,
-        default=d.gae_lambda,
-        help="GAE lambda (1 = n-step returns)",
-    )
-    g.add_argument(
-        "--optimizer",
-        choices=sorted(OPTIMIZERS),
-        default=d.optimizer,
-        help="shared optimizer (state in shared memory)",
-    )
-    g.add_argument("--lr", type=positive_float, default=d.lr, help="learning rate")
-    g.add_argument(
-        "--lr-schedule",
-        choices=("constant", "linear"),
-        default=d.lr_schedule,
-        help="linear: decay to 0 at --total-steps",
-    )
-    g.add_argument("--entropy-coef", type=float, default=d.entropy_coef)
-    g.add_argument("--value-coef", type=float, default=d.value_coef)
-    g.add_argument("--max-grad-norm", type=positive_float, default=d.max_grad_norm)
-    g.add_argument("--hidden", type=_hidden, default=d.hidden, help="MLP sizes, e.g. 128,128")
-    g.add_argument("--activation", choices=("tanh", "relu"), default=d.activation)
-    g = p.add_argument_group("engine")
-    g.add_argument("--threads-per-worker", type=positive_int, default=d.threads_per_worker)
-    g.add_argument(
-        "--start-method",
-        choices=("fork", "spawn", "forkserver"),
-        default=d.start_method,
-        help="how workers are started",
-    )
-    g.add_argument("--on-worker-failure", choices=("restart", "abort"), default=d.on_worker_failure)
-    g.add_argument("--max-restarts", type=nonnegative_int, default=d.max_restarts)
-    g.add_argument(
-        "--max-nonfinite",
-        type=positive_int,
-        default=d.max_nonfinite,
-        help="a worker fails after this many non-finite updates in a row",
-    )
-    g = p.add_argument_group("evaluation and logging")
-    g.add_argument(
-        "--eval-interval",
-        type=float,
-        default=d.eval_interval,
-        help="seconds between evaluations (0: no evaluator)",
-    )
-    g.add_argument("--eval-episodes", type=positive_int, default=d.eval_episodes)
-    g.add_argument("--eval-device", choices=("auto", "cpu", "cuda"), default=d.eval_device)
-    g.add_argument(
-        "--checkpoint-interval",
-        type=positive_float,
-        default=d.checkpoint_interval,
-        help="seconds between periodic checkpoints",
-    )
-    g.add_argument(
-        "--log-interval",
-        type=positive_float,
-        default=d.log_interval,
-        help="seconds between TensorBoard points",
-    )
-    g.add_argument("--logdir", default=d.logdir, help="parent folder of run folders")
-    g.add_argument("--run-name", default=None, help="run folder suffix (default: a3c_ENV_sSEED)")
-    g.add_argument(
-        "--resume", default=None, metavar="CHECKPOINT", help="continue a run from its checkpoint.pt"
-    )
-    g = p.add_argument_group("several machines (under torchrun; see the README, Scaling out)")
-    g.add_argument(
-        "--sync-every",
-        type=positive_float,
-        default=d.sync_every,
-        help="seconds between parameter averages across nodes",
-    )
-    g.add_argument(
-        "--dist-timeout",
-        type=positive_float,
-        default=d.dist_timeout,
-        help="seconds before a silent node counts as dead",
-    )
-    return p
-
-
-def config_from_args(args: argparse.Namespace) -> A3CConfig:
-    if args.eval_interval < 0:
-        raise UsageError("--eval-interval must be 0 (off) or positive")
-    return A3CConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(A3CConfig)})
 
 
 def _main(args: argparse.Namespace) -> int:

@@ -9,8 +9,6 @@ optimizer with exactly this update's gradient.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import torch
 
@@ -18,71 +16,15 @@ from a3c.config import A3CConfig
 from a3c.envs import final_observations, make_vector_env
 from a3c.model import ModelSpec, log_prob_entropy, sample_actions
 from a3c.returns import gae
+from a3c.telemetry import WorkerTelemetry
 from hogwild.flat import attach_flat_grad, flatten_parameters
 from hogwild.optim import SharedOptimizer
-from hogwild.pool import BufferPool, PoolTimeout
+from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
-
-#: Per-message scalars, summed over the updates a message covers.
-STATS = (
-    "updates",
-    "env_steps",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "grad_norm",
-    "lr",
-    "skipped",
-)
-MAX_EPISODES = 256
-SEND_EVERY_S = 0.05
-
-
-def telemetry_layout() -> dict:
-    return {
-        "stats": ((len(STATS),), torch.float64),
-        "n_episodes": ((), torch.int64),
-        "ep_return": ((MAX_EPISODES,), torch.float64),
-        "ep_length": ((MAX_EPISODES,), torch.int64),
-    }
 
 
 class NonFiniteUpdates(RuntimeError):
     pass
-
-
-class _Telemetry:
-    """Accumulates stats and finished episodes; ships them through the pool now and then."""
-
-    def __init__(self, pool: BufferPool, rank: int, ctx: WorkerContext) -> None:
-        self.producer = pool.producer(rank)
-        self.ctx = ctx
-        self.stats = np.zeros(len(STATS))
-        self.returns: list[float] = []
-        self.lengths: list[int] = []
-        self.last = time.monotonic()
-
-    def due(self) -> bool:
-        return time.monotonic() - self.last >= SEND_EVERY_S or len(self.returns) > MAX_EPISODES // 2
-
-    def send(self) -> None:
-        while True:
-            try:
-                slot = self.producer.acquire(timeout=0.5)
-                break
-            except PoolTimeout:
-                if self.ctx.should_stop():
-                    return
-        buf = self.producer.view(slot)
-        n = min(len(self.returns), MAX_EPISODES)
-        buf["stats"].copy_(torch.from_numpy(self.stats))
-        buf["n_episodes"].fill_(n)
-        buf["ep_return"][:n] = torch.tensor(self.returns[:n], dtype=torch.float64)
-        buf["ep_length"][:n] = torch.tensor(self.lengths[:n], dtype=torch.int64)
-        self.producer.submit(slot)
-        self.stats[:] = 0
-        del self.returns[:n], self.lengths[:n]
-        self.last = time.monotonic()
 
 
 def run_worker(
@@ -99,7 +41,7 @@ def run_worker(
     model = spec.build()
     local = flatten_parameters(model)
     grad = attach_flat_grad(model, local)
-    telemetry = _Telemetry(pool, ctx.rank, ctx)
+    telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
 
     obs_buf = torch.empty(T, K, spec.obs_dim)
     act_buf = torch.empty(T, K, dtype=torch.int64)

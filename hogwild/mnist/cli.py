@@ -174,9 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--start-method",
-        choices=("fork", "spawn", "forkserver"),
+        choices=("fork", "spawn"),
         default=d.start_method,
-        help="how workers are started; spawn and forkserver pay a start-up every epoch; "
+        help="how workers are started; spawn pays a start-up every epoch; "
         "DDP ranks are always spawned (default %(default)s)",
     )
     g.add_argument(

@@ -148,10 +148,6 @@ class Trainer:
         else:
             self.rundir = _NoRunDir()
         ctx = mp.get_context(cfg.start_method)
-        if cfg.start_method == "forkserver":
-            # Workers then fork from a server that imported torch once, instead of each
-            # importing it again every epoch.
-            ctx.set_forkserver_preload(["torch", "hogwild.rundir", "hogwild.evaluator"])
         self.pool = BufferPool(TELEMETRY, producers=cfg.workers, slots=4, ctx=ctx)
 
     def run(self, shutdown: GracefulShutdown) -> RunResult:

@@ -1,0 +1,158 @@
+"""The telemetry protocol, both ends: what workers send, and how the main process folds it in.
+
+A worker sums its per-update figures and collects finished episodes, and every
+``SEND_EVERY_S`` ships them in one pool slot (a fixed layout: nothing is pickled); the
+main process adds each message to :class:`RunStats` and writes TensorBoard from it.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import numpy as np
+import torch
+
+from a3c.config import A3CConfig
+from hogwild.pool import BufferPool, PoolTimeout
+from hogwild.procs import WorkerContext
+from hogwild.rundir import RunDir
+
+#: Per-message scalars, summed over the updates a message covers.
+STATS = (
+    "updates",
+    "env_steps",
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "grad_norm",
+    "lr",
+    "skipped",
+)
+MAX_EPISODES = 256
+SEND_EVERY_S = 0.05
+
+
+def telemetry_layout() -> dict:
+    return {
+        "stats": ((len(STATS),), torch.float64),
+        "n_episodes": ((), torch.int64),
+        "ep_return": ((MAX_EPISODES,), torch.float64),
+        "ep_length": ((MAX_EPISODES,), torch.int64),
+    }
+
+
+class WorkerTelemetry:
+    """Accumulates stats and finished episodes; ships them through the pool now and then."""
+
+    def __init__(self, pool: BufferPool, rank: int, ctx: WorkerContext) -> None:
+        self.producer = pool.producer(rank)
+        self.ctx = ctx
+        self.stats = np.zeros(len(STATS))
+        self.returns: list[float] = []
+        self.lengths: list[int] = []
+        self.last = time.monotonic()
+
+    def due(self) -> bool:
+        return time.monotonic() - self.last >= SEND_EVERY_S or len(self.returns) > MAX_EPISODES // 2
+
+    def send(self) -> None:
+        while True:
+            try:
+                slot = self.producer.acquire(timeout=0.5)
+                break
+            except PoolTimeout:
+                if self.ctx.should_stop():
+                    return
+        buf = self.producer.view(slot)
+        n = min(len(self.returns), MAX_EPISODES)
+        buf["stats"].copy_(torch.from_numpy(self.stats))
+        buf["n_episodes"].fill_(n)
+        buf["ep_return"][:n] = torch.tensor(self.returns[:n], dtype=torch.float64)
+        buf["ep_length"][:n] = torch.tensor(self.lengths[:n], dtype=torch.int64)
+        self.producer.submit(slot)
+        self.stats[:] = 0
+        del self.returns[:n], self.lengths[:n]
+        self.last = time.monotonic()
+
+
+class RunStats:
+    """What the main process knows of the run, folded in from telemetry messages."""
+
+    def __init__(self) -> None:
+        self.recent = collections.deque(maxlen=100)
+        self.env_steps = 0
+        self.episodes = 0
+        self.window = np.zeros(len(STATS))
+        self.window_returns: list[float] = []
+        self.window_lengths: list[int] = []
+
+    def add(self, buf: dict[str, torch.Tensor]) -> None:
+        stats = buf["stats"].numpy()
+        self.window += stats
+        self.env_steps += int(stats[1])
+        n = int(buf["n_episodes"])
+        if n:
+            rets = buf["ep_return"][:n].tolist()
+            self.recent.extend(rets)
+            self.window_returns.extend(rets)
+            self.window_lengths.extend(buf["ep_length"][:n].tolist())
+            self.episodes += n
+
+    @property
+    def mean_100(self) -> float:
+        return float(np.mean(self.recent)) if self.recent else float("nan")
+
+
+def consume(pool: BufferPool, slot: int, stats: RunStats) -> None:
+    stats.add(pool.view(slot))
+    pool.release(slot)
+
+
+def drain(pool: BufferPool, stats: RunStats) -> None:
+    for rank in range(pool.producers):
+        while (slot := pool.take(rank, 0)) is not None:
+            consume(pool, slot, stats)
+
+
+def write_logs(run: RunDir, stats: RunStats, step: int, dt: float, steps: int) -> None:
+    w = stats.window
+    if stats.window_returns:
+        run.scalars(
+            {
+                "charts/episodic_return": float(np.mean(stats.window_returns)),
+                "charts/episodic_length": float(np.mean(stats.window_lengths)),
+                "charts/mean_return_100": stats.mean_100,
+            },
+            step,
+        )
+    if w[0] > 0:
+        n = w[0]
+        run.scalars(
+            {
+                "losses/policy_loss": w[2] / n,
+                "losses/value_loss": w[3] / n,
+                "losses/entropy": w[4] / n,
+                "losses/grad_norm": w[5] / n,
+                "charts/learning_rate": w[6] / n,
+                "perf/env_steps_per_sec": steps / dt,
+                "perf/updates_per_sec": n / dt,
+                "charts/skipped_updates": w[7],
+            },
+            step,
+        )
+    stats.window[:] = 0
+    stats.window_returns.clear()
+    stats.window_lengths.clear()
+
+
+def status_line(
+    cfg: A3CConfig, stats: RunStats, steps: int, elapsed: float, start_steps: int
+) -> str:
+    rate = (steps - start_steps) / max(elapsed, 1e-9)
+    left = max(cfg.total_steps - steps, 0) / max(rate, 1e-9)
+    return (
+        f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  "
+        f"episodes {stats.episodes:,}  mean return(100) {stats.mean_100:.1f}  "
+        f"elapsed {elapsed:.0f}s  ETA {left:.0f}s"
+    )

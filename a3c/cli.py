@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-grad-norm", type=positive_float, default=d.max_grad_norm)
     g.add_argument("--hidden", type=_hidden, default=d.hidden, help="MLP sizes, e.g. 128,128")
     g.add_argument("--activation", choices=("tanh", "relu"), default=d.activation)
+    g.add_argument(
+        "--normalize-obs",
+        action="store_true",
+        help="normalise observations by running mean and std (shared by all workers); "
+        "helps envs with large or unscaled observations, e.g. Acrobot-v1",
+    )
     g = p.add_argument_group("engine")
     g.add_argument("--threads-per-worker", type=positive_int, default=d.threads_per_worker)
     g.add_argument(

@@ -26,6 +26,7 @@ class A3CConfig:
     max_grad_norm: float = 0.5
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
+    normalize_obs: bool = False
     seed: int = 1
     threads_per_worker: int = 1
     start_method: str = "fork"

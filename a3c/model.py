@@ -26,6 +26,8 @@ __all__ = ["ACTIVATIONS", "ActorCritic", "ModelSpec", "log_prob_entropy", "sampl
 #: Trunk nonlinearities by name (the name is what checkpoints record).
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu}
 
+#: Normalised observations are clipped to +-OBS_CLIP standard deviations (as VecNormalize).
+OBS_CLIP = 10.0
 _TRUNK_GAIN = math.sqrt(2.0)
 _POLICY_GAIN = 0.01
 _VALUE_GAIN = 1.0
@@ -54,6 +56,7 @@ class ActorCritic(nn.Module):
         n_actions: int,
         hidden: tuple[int, ...] = (128, 128),
         activation: str = "tanh",
+        normalize_obs: bool = False,
     ) -> None:
         super().__init__()
         _check_dims(obs_dim, n_actions, hidden, activation, error=ValueError)
@@ -62,6 +65,13 @@ class ActorCritic(nn.Module):
         self.hidden = tuple(hidden)
         self.activation = activation
         self._act = ACTIVATIONS[activation]
+        self.normalize_obs = normalize_obs
+        if normalize_obs:
+            # Parameters that take no gradient: they live in the flat shared vector, so
+            # they are shared, snapshotted for the evaluator, averaged across nodes and
+            # checkpointed with the weights. Workers write running statistics into them.
+            self.obs_mean = nn.Parameter(torch.zeros(obs_dim), requires_grad=False)
+            self.obs_std = nn.Parameter(torch.ones(obs_dim), requires_grad=False)
 
         sizes = (obs_dim, *self.hidden)
         self.trunk = nn.ModuleList(
@@ -89,7 +99,9 @@ class ActorCritic(nn.Module):
     @property
     def spec(self) -> ModelSpec:
         """The :class:`ModelSpec` that rebuilds this architecture."""
-        return ModelSpec(self.obs_dim, self.n_actions, self.hidden, self.activation)
+        return ModelSpec(
+            self.obs_dim, self.n_actions, self.hidden, self.activation, self.normalize_obs
+        )
 
     def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
         """Map float observations ``[B, obs_dim]`` to ``(logits [B, n_actions], value [B])``.
@@ -97,6 +109,8 @@ class ActorCritic(nn.Module):
         Both outputs are views of one head output; they are not contiguous.
         """
         x = obs
+        if self.normalize_obs:
+            x = ((x - self.obs_mean) / self.obs_std).clamp(-OBS_CLIP, OBS_CLIP)
         act = self._act
         for layer in self.trunk:
             x = act(F.linear(x, layer.weight, layer.bias))
@@ -150,6 +164,7 @@ class ModelSpec:
     n_actions: int
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
+    normalize_obs: bool = False
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. from JSON) but store a tuple so the spec stays hashable.
@@ -157,7 +172,9 @@ class ModelSpec:
 
     def build(self) -> ActorCritic:
         """A freshly initialised model with this architecture."""
-        return ActorCritic(self.obs_dim, self.n_actions, self.hidden, self.activation)
+        return ActorCritic(
+            self.obs_dim, self.n_actions, self.hidden, self.activation, self.normalize_obs
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict; :meth:`from_dict` inverts it."""
@@ -166,6 +183,7 @@ class ModelSpec:
             "n_actions": self.n_actions,
             "hidden": list(self.hidden),
             "activation": self.activation,
+            "normalize_obs": self.normalize_obs,
         }
 
     @classmethod
@@ -176,7 +194,7 @@ class ModelSpec:
         missing = {"obs_dim", "n_actions"} - d.keys()
         if missing:
             raise UsageError(f"checkpoint model config lacks {', '.join(sorted(missing))}")
-        unknown = d.keys() - {"obs_dim", "n_actions", "hidden", "activation"}
+        unknown = d.keys() - {"obs_dim", "n_actions", "hidden", "activation", "normalize_obs"}
         if unknown:
             raise UsageError(f"checkpoint model config has unknown keys {sorted(unknown)}")
         hidden = d.get("hidden", (128, 128))
@@ -184,7 +202,12 @@ class ModelSpec:
             raise UsageError(f"checkpoint model config: hidden must be a list, got {hidden!r}")
         activation = d.get("activation", "tanh")
         _check_dims(d["obs_dim"], d["n_actions"], tuple(hidden), activation, error=UsageError)
-        return cls(d["obs_dim"], d["n_actions"], tuple(hidden), activation)
+        normalize = d.get("normalize_obs", False)
+        if not isinstance(normalize, bool):
+            raise UsageError(
+                f"checkpoint model config: normalize_obs must be a bool, got {normalize!r}"
+            )
+        return cls(d["obs_dim"], d["n_actions"], tuple(hidden), activation, normalize)
 
 
 def _check_dims(

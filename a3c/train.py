@@ -27,6 +27,7 @@ from a3c.config import A3CConfig
 from a3c.envs import env_spaces
 from a3c.evaluation import build_model, score_greedy
 from a3c.model import ModelSpec
+from a3c.obs_norm import ObsStats
 from a3c.telemetry import RunStats, consume, drain, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
@@ -69,7 +70,8 @@ class Trainer:
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
-        self.spec = ModelSpec(obs_dim, n_actions, cfg.hidden, cfg.activation)
+        self.spec = ModelSpec(obs_dim, n_actions, cfg.hidden, cfg.activation, cfg.normalize_obs)
+        self.obs_stats = ObsStats(cfg.workers, obs_dim) if cfg.normalize_obs else None
         self.model = self.spec.build()
         self.flat = flatten_parameters(self.model)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
@@ -81,6 +83,8 @@ class Trainer:
         self.env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
         self.env_steps[0] = self.start_steps
         self.env_steps.share_memory_()
+        if self.obs_stats is not None:
+            self.obs_stats.share_memory()
 
         self.sync = None
         if launched_by_torchrun():
@@ -107,7 +111,7 @@ class Trainer:
         )
         self.group = WorkerGroup(
             run_worker,
-            (cfg, self.spec, self.flat, self.optimizer, self.env_steps, self.pool),
+            (cfg, self.spec, self.flat, self.optimizer, self.env_steps, self.pool, self.obs_stats),
             cfg.workers,
             cfg.seed + 100_003 * self.rank,
             num_threads=cfg.threads_per_worker,
@@ -141,6 +145,8 @@ class Trainer:
         except (RuntimeError, ValueError, KeyError) as e:
             raise UsageError(f"{path}: cannot restore ({str(e).splitlines()[0]})") from None
         self.start_steps = int(ckpt["env_steps"])
+        if self.obs_stats is not None and "obs_stats" in ckpt:
+            self.obs_stats.load(ckpt["obs_stats"])
         self.elapsed_before = float(ckpt.get("wall_time", 0.0))
         return Path(path).parent
 
@@ -356,6 +362,7 @@ class Trainer:
                 "env_id": self.cfg.env,
                 "env_steps": self.global_steps,
                 "wall_time": self.elapsed_before + time.monotonic() - self.t0,
+                **({"obs_stats": self.obs_stats.total()} if self.obs_stats else {}),
                 **extra,
             },
             self.rundir.path / name,

@@ -15,6 +15,7 @@ import torch
 from a3c.config import A3CConfig
 from a3c.envs import final_observations, make_vector_env
 from a3c.model import ModelSpec, log_prob_entropy, sample_actions
+from a3c.obs_norm import ObsStats
 from a3c.returns import gae
 from a3c.telemetry import WorkerTelemetry
 from hogwild.flat import attach_flat_grad, flatten_parameters
@@ -35,6 +36,7 @@ def run_worker(
     optimizer: SharedOptimizer,
     env_steps: torch.Tensor,
     pool: BufferPool,
+    obs_stats: ObsStats | None = None,
 ) -> None:
     T, K = cfg.n_steps, cfg.envs_per_worker
     envs = make_vector_env(cfg.env, K, seed=ctx.seed)
@@ -126,6 +128,9 @@ def run_worker(
                         f"{nonfinite_in_row} updates in a row with a non-finite loss or gradient"
                     )
             env_steps[ctx.rank] += T * K
+            if obs_stats is not None:
+                obs_stats.add(ctx.rank, obs_buf.view(T * K, -1))
+                obs_stats.publish(model, local, shared)
             if telemetry.due():
                 telemetry.send()
     finally:

@@ -49,3 +49,11 @@ def _assign_views(params: list[nn.Parameter], flat: torch.Tensor, grad: bool) ->
         offset += n
     if offset != flat.numel():
         raise ValueError(f"flat tensor has {flat.numel()} elements, parameters {offset}")
+
+
+def offset_of(param: torch.Tensor, flat: torch.Tensor) -> int:
+    """Where ``param`` (a view made by :func:`flatten_parameters`) starts in ``flat``."""
+    offset, rem = divmod(param.data_ptr() - flat.data_ptr(), flat.element_size())
+    if rem or not 0 <= offset <= flat.numel() - param.numel():
+        raise ValueError("parameter is not a view into this flat tensor")
+    return offset

@@ -246,3 +246,24 @@ def test_non_finite_updates_are_skipped_then_fail_the_worker(trained, tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "3 updates in a row with a non-finite loss or gradient" in proc.stderr
     assert "aborting" in proc.stderr
+
+
+def test_normalize_obs_statistics_are_shared_and_checkpointed(tmp_path):
+    cfg = A3CConfig(
+        workers=2,
+        total_steps=30_000,
+        target_return=1e9,
+        eval_interval=0,
+        normalize_obs=True,
+        logdir=str(tmp_path),
+        seed=5,
+    )
+    result = train(cfg)
+    ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")
+    count = float(ckpt["obs_stats"][0])
+    assert 0 < count <= result.env_steps
+    std = ckpt["model"]["obs_std"]
+    assert torch.isfinite(std).all() and not torch.allclose(std, torch.ones_like(std))
+    # CartPole's pole angle stays within +-0.21 rad, its cart position within +-2.4.
+    assert 0 < std[2] < 0.21 and 0 < std[0] < 2.4
+    assert evaluate_main([str(result.run_dir / "checkpoint.pt"), "--episodes", "2"]) == 0

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import os
 import signal
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -79,8 +81,18 @@ def rank_main(
     )
     try:
         _Rank(rank, cfg, data, state, stop, messages, device, backend).run()
+        # Leave together: no rank closes its connections while rank 0 still tests or
+        # writes its checkpoint (a failure skips this: the exception goes to the parent).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
+    # DistributedDataParallel keeps the gloo process group, and its C++ threads, alive past
+    # destroy_process_group (they are still running here); an interpreter that tears down
+    # around them can abort ("terminate called without an active exception", SIGABRT).
+    # Everything is saved and sent: leave without that teardown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 class _Rank:

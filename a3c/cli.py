@@ -93,6 +93,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="normalise observations by running mean and std (shared by all workers); "
         "helps envs with large or unscaled observations, e.g. Acrobot-v1",
     )
+    g.add_argument(
+        "--normalize-reward",
+        action=argparse.BooleanOptionalAction,
+        default=d.normalize_reward,
+        help="scale rewards by the running std of the discounted return (VecNormalize)",
+    )
+    g.add_argument(
+        "--normalize-advantage",
+        action=argparse.BooleanOptionalAction,
+        default=d.normalize_advantage,
+    )
+    g.add_argument("--value-loss", choices=("mse", "huber"), default=d.value_loss)
+    g.add_argument(
+        "--separate-networks",
+        action=argparse.BooleanOptionalAction,
+        default=d.separate_networks,
+        help="policy and value nets with their own layers (else one shared trunk)",
+    )
     g = p.add_argument_group("engine")
     g.add_argument("--threads-per-worker", type=positive_int, default=d.threads_per_worker)
     g.add_argument(

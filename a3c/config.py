@@ -27,6 +27,10 @@ class A3CConfig:
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     normalize_obs: bool = False
+    normalize_reward: bool = False
+    normalize_advantage: bool = False
+    value_loss: str = "mse"
+    separate_networks: bool = False
     seed: int = 1
     threads_per_worker: int = 1
     start_method: str = "fork"

@@ -34,7 +34,7 @@ _VALUE_GAIN = 1.0
 
 
 class ActorCritic(nn.Module):
-    """Shared MLP trunk with a policy head (logits) and a value head.
+    """MLP actor-critic: one shared trunk with fused heads, or separate policy and value nets.
 
     Initialisation follows CleanRL/SB3: orthogonal weights, zero biases, gain sqrt(2) in
     the trunk, 0.01 for the policy head (so the initial policy is near uniform) and 1.0
@@ -45,9 +45,16 @@ class ActorCritic(nn.Module):
     of 475 in 96k-130k env steps (6/6 seeds), ReLU in 255k-290k (2 of 3 seeds; 0 of 3 at
     lr 3e-4 within 300k).
 
-    Parameters live in ``trunk`` (a list of ``Linear``) and ``head``: a single
-    ``Linear(hidden[-1], n_actions + 1)`` whose first ``n_actions`` output rows are the
-    policy logits and whose last row is the state value.
+    Shared (``separate=False``): parameters live in ``trunk`` (a list of ``Linear``) and
+    ``head``, a single ``Linear(hidden[-1], n_actions + 1)`` whose first ``n_actions``
+    output rows are the policy logits and whose last row is the state value.
+    Separate (``separate=True``, SB3's default for A2C/PPO): the value net ``value_trunk``
+    has its own layers of the same sizes, so a large value loss cannot swamp the policy's
+    features; ``head`` still holds both output layers (fused), applied block-wise.
+
+    Observation normalisation (``normalize_obs``) uses the buffers ``obs_mean`` and
+    ``obs_std``: not parameters, so they stay out of the flat vector the optimizer steps;
+    workers set them from the shared running statistics, checkpoints keep them.
     """
 
     def __init__(
@@ -57,6 +64,7 @@ class ActorCritic(nn.Module):
         hidden: tuple[int, ...] = (128, 128),
         activation: str = "tanh",
         normalize_obs: bool = False,
+        separate: bool = False,
     ) -> None:
         super().__init__()
         _check_dims(obs_dim, n_actions, hidden, activation, error=ValueError)
@@ -66,24 +74,26 @@ class ActorCritic(nn.Module):
         self.activation = activation
         self._act = ACTIVATIONS[activation]
         self.normalize_obs = normalize_obs
+        self.separate = separate
         if normalize_obs:
-            # Parameters that take no gradient: they live in the flat shared vector, so
-            # they are shared, snapshotted for the evaluator, averaged across nodes and
-            # checkpointed with the weights. Workers write running statistics into them.
-            self.obs_mean = nn.Parameter(torch.zeros(obs_dim), requires_grad=False)
-            self.obs_std = nn.Parameter(torch.ones(obs_dim), requires_grad=False)
+            self.register_buffer("obs_mean", torch.zeros(obs_dim))
+            self.register_buffer("obs_std", torch.ones(obs_dim))
 
         sizes = (obs_dim, *self.hidden)
         self.trunk = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
         )
+        if separate:
+            self.value_trunk = nn.ModuleList(
+                nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+            )
         self.head = nn.Linear(sizes[-1], n_actions + 1)
         self.reset_parameters()
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """(Re)initialise all weights as described in the class docstring."""
-        for layer in self.trunk:
+        for layer in [*self.trunk, *getattr(self, "value_trunk", ())]:
             nn.init.orthogonal_(layer.weight, gain=_TRUNK_GAIN)
             nn.init.zeros_(layer.bias)
         # Orthogonal init of each head separately, then written into the fused weight.
@@ -100,34 +110,52 @@ class ActorCritic(nn.Module):
     def spec(self) -> ModelSpec:
         """The :class:`ModelSpec` that rebuilds this architecture."""
         return ModelSpec(
-            self.obs_dim, self.n_actions, self.hidden, self.activation, self.normalize_obs
+            self.obs_dim,
+            self.n_actions,
+            self.hidden,
+            self.activation,
+            self.normalize_obs,
+            self.separate,
         )
 
-    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
-        """Map float observations ``[B, obs_dim]`` to ``(logits [B, n_actions], value [B])``.
-
-        Both outputs are views of one head output; they are not contiguous.
-        """
+    def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         x = obs
         if self.normalize_obs:
             x = ((x - self.obs_mean) / self.obs_std).clamp(-OBS_CLIP, OBS_CLIP)
         act = self._act
-        for layer in self.trunk:
+        for layer in trunk:
             x = act(F.linear(x, layer.weight, layer.bias))
-        out = F.linear(x, self.head.weight, self.head.bias)
-        n = self.n_actions
-        return out[:, :n], out[:, n]
+        return x
 
-    def act(self, obs: Tensor, greedy: bool = False) -> tuple[Tensor, Tensor, Tensor]:
-        """Forward and pick actions: ``(actions [B] int64, logits [B, A], value [B])``.
+    def forward(self, obs: Tensor) -> tuple[Tensor, Tensor]:
+        """Map float observations ``[B, obs_dim]`` to ``(logits [B, n_actions], value [B])``.
 
-        Sampling never needs gradients; the logits and value keep the autograd graph
-        when grad mode is on, so a worker may compute the loss from them directly.
-        ``greedy`` takes the most likely action (for evaluation).
+        With a shared trunk both outputs are views of one head output (not contiguous).
         """
-        logits, value = self(obs)
-        actions = logits.detach().argmax(-1) if greedy else sample_actions(logits)
-        return actions, logits, value
+        n = self.n_actions
+        if not self.separate:
+            out = F.linear(self._features(obs, self.trunk), self.head.weight, self.head.bias)
+            return out[:, :n], out[:, n]
+        return self.logits(obs), self.value(obs)
+
+    def logits(self, obs: Tensor) -> Tensor:
+        """The policy's logits alone (acting needs no value: with separate nets, half the cost)."""
+        n = self.n_actions
+        if not self.separate:
+            return self(obs)[0]
+        return F.linear(self._features(obs, self.trunk), self.head.weight[:n], self.head.bias[:n])
+
+    def value(self, obs: Tensor) -> Tensor:
+        n = self.n_actions
+        if not self.separate:
+            return self(obs)[1]
+        x = self._features(obs, self.value_trunk)
+        return F.linear(x, self.head.weight[n:], self.head.bias[n:]).squeeze(-1)
+
+    def set_obs_stats(self, mean: Tensor, std: Tensor) -> None:
+        """Install observation statistics (from :class:`a3c.normalize.RunningMeanStd`)."""
+        self.obs_mean.copy_(mean)
+        self.obs_std.copy_(std)
 
 
 def sample_actions(logits: Tensor) -> Tensor:
@@ -165,6 +193,7 @@ class ModelSpec:
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     normalize_obs: bool = False
+    separate: bool = False
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. from JSON) but store a tuple so the spec stays hashable.
@@ -173,7 +202,12 @@ class ModelSpec:
     def build(self) -> ActorCritic:
         """A freshly initialised model with this architecture."""
         return ActorCritic(
-            self.obs_dim, self.n_actions, self.hidden, self.activation, self.normalize_obs
+            self.obs_dim,
+            self.n_actions,
+            self.hidden,
+            self.activation,
+            self.normalize_obs,
+            self.separate,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,6 +218,7 @@ class ModelSpec:
             "hidden": list(self.hidden),
             "activation": self.activation,
             "normalize_obs": self.normalize_obs,
+            "separate": self.separate,
         }
 
     @classmethod
@@ -194,7 +229,8 @@ class ModelSpec:
         missing = {"obs_dim", "n_actions"} - d.keys()
         if missing:
             raise UsageError(f"checkpoint model config lacks {', '.join(sorted(missing))}")
-        unknown = d.keys() - {"obs_dim", "n_actions", "hidden", "activation", "normalize_obs"}
+        known = {"obs_dim", "n_actions", "hidden", "activation", "normalize_obs", "separate"}
+        unknown = d.keys() - known
         if unknown:
             raise UsageError(f"checkpoint model config has unknown keys {sorted(unknown)}")
         hidden = d.get("hidden", (128, 128))
@@ -202,12 +238,11 @@ class ModelSpec:
             raise UsageError(f"checkpoint model config: hidden must be a list, got {hidden!r}")
         activation = d.get("activation", "tanh")
         _check_dims(d["obs_dim"], d["n_actions"], tuple(hidden), activation, error=UsageError)
-        normalize = d.get("normalize_obs", False)
-        if not isinstance(normalize, bool):
-            raise UsageError(
-                f"checkpoint model config: normalize_obs must be a bool, got {normalize!r}"
-            )
-        return cls(d["obs_dim"], d["n_actions"], tuple(hidden), activation, normalize)
+        flags = {k: d.get(k, False) for k in ("normalize_obs", "separate")}
+        for k, v in flags.items():
+            if not isinstance(v, bool):
+                raise UsageError(f"checkpoint model config: {k} must be a bool, got {v!r}")
+        return cls(d["obs_dim"], d["n_actions"], tuple(hidden), activation, **flags)
 
 
 def _check_dims(

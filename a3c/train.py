@@ -27,15 +27,15 @@ from a3c.config import A3CConfig
 from a3c.envs import env_spaces
 from a3c.evaluation import build_model, score_greedy
 from a3c.model import ModelSpec
-from a3c.obs_norm import ObsStats
+from a3c.normalize import RunningMeanStd
 from a3c.telemetry import RunStats, consume, drain, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.cli import run_cli
 from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.evaluator import Evaluator, resolve_device
-from hogwild.flat import flatten_parameters
+from hogwild.evaluator import Evaluator, Snapshot, resolve_device
+from hogwild.flat import flatten_buffers, flatten_parameters
 from hogwild.optim import OPTIMIZERS
 from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
@@ -70,10 +70,19 @@ class Trainer:
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
-        self.spec = ModelSpec(obs_dim, n_actions, cfg.hidden, cfg.activation, cfg.normalize_obs)
-        self.obs_stats = ObsStats(cfg.workers, obs_dim) if cfg.normalize_obs else None
+        self.spec = ModelSpec(
+            obs_dim,
+            n_actions,
+            cfg.hidden,
+            cfg.activation,
+            cfg.normalize_obs,
+            cfg.separate_networks,
+        )
+        self.obs_rms = RunningMeanStd(cfg.workers, obs_dim) if cfg.normalize_obs else None
+        self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
         self.model = self.spec.build()
         self.flat = flatten_parameters(self.model)
+        self.buffers = flatten_buffers(self.model)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
         self.start_steps, self.elapsed_before, run_dir = 0, 0.0, None
         if cfg.resume:
@@ -83,8 +92,8 @@ class Trainer:
         self.env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
         self.env_steps[0] = self.start_steps
         self.env_steps.share_memory_()
-        if self.obs_stats is not None:
-            self.obs_stats.share_memory()
+        for rms in self._statistics().values():
+            rms.share_memory()
 
         self.sync = None
         if launched_by_torchrun():
@@ -111,7 +120,16 @@ class Trainer:
         )
         self.group = WorkerGroup(
             run_worker,
-            (cfg, self.spec, self.flat, self.optimizer, self.env_steps, self.pool, self.obs_stats),
+            (
+                cfg,
+                self.spec,
+                self.flat,
+                self.optimizer,
+                self.env_steps,
+                self.pool,
+                self.obs_rms,
+                self.return_rms,
+            ),
             cfg.workers,
             cfg.seed + 100_003 * self.rank,
             num_threads=cfg.threads_per_worker,
@@ -127,6 +145,7 @@ class Trainer:
                     score_greedy, env_id=cfg.env, episodes=cfg.eval_episodes, seed=cfg.seed + 10_000
                 ),
                 self.flat.numel(),
+                buffers_numel=self.buffers.numel(),
                 device=cfg.eval_device,
                 seed=cfg.seed,
             )
@@ -145,8 +164,13 @@ class Trainer:
         except (RuntimeError, ValueError, KeyError) as e:
             raise UsageError(f"{path}: cannot restore ({str(e).splitlines()[0]})") from None
         self.start_steps = int(ckpt["env_steps"])
-        if self.obs_stats is not None and "obs_stats" in ckpt:
-            self.obs_stats.load(ckpt["obs_stats"])
+        for name, rms in self._statistics().items():
+            if name not in ckpt:
+                raise UsageError(f"{path}: checkpoint has no {name} (was {name} off in that run?)")
+            try:
+                rms.load(ckpt[name])
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{path}: bad {name}: {e}") from None
         self.elapsed_before = float(ckpt.get("wall_time", 0.0))
         return Path(path).parent
 
@@ -231,12 +255,15 @@ class Trainer:
             score = metrics["mean_return"]
             if score > self.best_eval:
                 self.best_eval = score
-                self._checkpoint("best.pt", params, eval_mean_return=score)
+                if params is None:  # its snapshot was dropped: save nothing rather than another
+                    log.warning("no snapshot kept for the evaluation at step %d", step)
+                else:
+                    self._checkpoint("best.pt", params, eval_mean_return=score)
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
         if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
-            self.flat, self.global_steps
+            self.flat, self.global_steps, self._current_buffers()
         ):
             self.last_eval = now
         return reason
@@ -345,14 +372,29 @@ class Trainer:
         )
         return path
 
-    def _checkpoint(self, name: str, params: torch.Tensor | None = None, **extra) -> Path | None:
+    def _statistics(self) -> dict[str, RunningMeanStd]:
+        """The shared running statistics of this run, by the name checkpoints use."""
+        named = {"obs_rms": self.obs_rms, "return_rms": self.return_rms}
+        return {k: v for k, v in named.items() if v is not None}
+
+    def _current_buffers(self) -> torch.Tensor:
+        """The model's buffers (observation mean/std) as the workers now compute them."""
+        if self.obs_rms is not None:
+            mean, var = self.obs_rms.mean_var()
+            self.model.set_obs_stats(mean, (var + 1e-8).sqrt())
+        return self.buffers
+
+    def _checkpoint(self, name: str, snapshot: Snapshot | None = None, **extra) -> Path | None:
         if self.rundir is None:
             return None
+        self._current_buffers()
         state = self.model.state_dict()
-        if params is not None:
-            snapshot = self.spec.build()
-            flatten_parameters(snapshot).copy_(params)
-            state = snapshot.state_dict()
+        if snapshot is not None:
+            model = self.spec.build()
+            flatten_parameters(model).copy_(snapshot["params"])
+            if "buffers" in snapshot:
+                flatten_buffers(model).copy_(snapshot["buffers"])
+            state = model.state_dict()
         return save_checkpoint(
             {
                 "model": state,
@@ -362,7 +404,7 @@ class Trainer:
                 "env_id": self.cfg.env,
                 "env_steps": self.global_steps,
                 "wall_time": self.elapsed_before + time.monotonic() - self.t0,
-                **({"obs_stats": self.obs_stats.total()} if self.obs_stats else {}),
+                **{k: v.state() for k, v in self._statistics().items()},
                 **extra,
             },
             self.rundir.path / name,

@@ -14,9 +14,9 @@ import torch
 
 from a3c.config import A3CConfig
 from a3c.envs import final_observations, make_vector_env
-from a3c.model import ModelSpec, log_prob_entropy, sample_actions
-from a3c.obs_norm import ObsStats
-from a3c.returns import gae
+from a3c.loss import LossSettings, Rollout, a3c_loss
+from a3c.model import ModelSpec, sample_actions
+from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.telemetry import WorkerTelemetry
 from hogwild.flat import attach_flat_grad, flatten_parameters
 from hogwild.optim import SharedOptimizer
@@ -36,7 +36,8 @@ def run_worker(
     optimizer: SharedOptimizer,
     env_steps: torch.Tensor,
     pool: BufferPool,
-    obs_stats: ObsStats | None = None,
+    obs_rms: RunningMeanStd | None = None,
+    return_rms: RunningMeanStd | None = None,
 ) -> None:
     T, K = cfg.n_steps, cfg.envs_per_worker
     envs = make_vector_env(cfg.env, K, seed=ctx.seed)
@@ -44,6 +45,8 @@ def run_worker(
     local = flatten_parameters(model)
     grad = attach_flat_grad(model, local)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
+    settings = loss_settings(cfg)
+    scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
 
     obs_buf = torch.empty(T, K, spec.obs_dim)
     act_buf = torch.empty(T, K, dtype=torch.int64)
@@ -60,57 +63,55 @@ def run_worker(
     try:
         while not ctx.should_stop():
             local.copy_(shared)
-            final_idx: list[tuple[int, int]] = []
+            if obs_rms is not None:
+                mean, var = obs_rms.mean_var()
+                model.set_obs_stats(mean, (var + 1e-8).sqrt())
             final_obs: list[np.ndarray] = []
             with torch.no_grad():
                 for t in range(T):
                     obs_buf[t] = obs
-                    logits, _ = model(obs)
-                    actions = sample_actions(logits)
+                    actions = sample_actions(model.logits(obs))
                     act_buf[t] = actions
                     obs_np, reward, terminated, truncated, info = envs.step(actions.numpy())
                     rew_buf[t] = torch.from_numpy(reward)
                     term_buf[t] = torch.from_numpy(terminated)
-                    trunc_buf[t] = torch.from_numpy(truncated & ~terminated)
+                    cut = truncated & ~terminated
+                    trunc_buf[t] = torch.from_numpy(cut)
                     done = terminated | truncated
                     done_buf[t] = torch.from_numpy(done)
                     ep_return += reward
                     ep_length += 1
+                    if scaler is not None:
+                        scaler.observe(reward, done)
                     if done.any():
                         for i in np.flatnonzero(done):
                             telemetry.returns.append(float(ep_return[i]))
                             telemetry.lengths.append(int(ep_length[i]))
                         ep_return[done] = 0
                         ep_length[done] = 0
-                        idx, fobs = final_observations(info, truncated & ~terminated)
-                        final_idx.extend((t, int(i)) for i in idx)
-                        final_obs.extend(fobs)
+                        final_obs.extend(final_observations(info, cut)[1])
                     obs = torch.from_numpy(obs_np)
 
-            # One forward with autograd over rollout + bootstrap + truncated-final observations.
-            parts = [obs_buf.view(T * K, -1), obs]
-            if final_obs:
-                parts.append(torch.from_numpy(np.stack(final_obs)))
-            logits, values = model(torch.cat(parts))
-            v = values[: T * K].view(T, K)
-            with torch.no_grad():
-                next_v = torch.cat((v[1:], values[T * K : T * K + K].unsqueeze(0)))
-                for j, (t, i) in enumerate(final_idx):
-                    next_v[t, i] = values[T * K + K + j]
-            adv, ret = gae(
-                rew_buf, v, next_v, term_buf, done_buf, gamma=cfg.gamma, lam=cfg.gae_lambda
+            if scaler is not None:
+                rew_buf.mul_(scaler.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
+            rollout = Rollout(
+                obs_buf,
+                act_buf,
+                rew_buf,
+                term_buf,
+                done_buf,
+                obs,
+                trunc_buf,
+                torch.from_numpy(np.stack(final_obs))
+                if final_obs
+                else obs.new_empty(0, obs.shape[1]),
             )
-            log_p, entropy = log_prob_entropy(logits[: T * K], act_buf.view(-1))
-            policy_loss = -(log_p * adv.view(-1)).mean()
-            value_loss = (ret - v).pow(2).mean()
-            entropy_mean = entropy.mean()
-            loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy_mean
-
+            loss, figures = a3c_loss(model, rollout, settings)
             grad.zero_()
             loss.backward()
             grad_norm = float(grad.norm())
             lr = _learning_rate(cfg, env_steps)
-            losses = torch.stack((policy_loss, value_loss, entropy_mean)).detach().tolist()
+            losses = figures.tolist()
             stats = telemetry.stats
             stats[1] += T * K
             if np.isfinite(grad_norm) and np.isfinite(sum(losses)):
@@ -119,23 +120,35 @@ def run_worker(
                     grad.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
                 optimizer.step(grad, ctx.rank, lr)
                 stats[0] += 1
-                stats[2:7] += (*losses, grad_norm, lr)
+                stats[2:8] += (*losses, grad_norm, lr)
             else:
                 nonfinite_in_row += 1
-                stats[7] += 1
+                stats[8] += 1
                 if nonfinite_in_row >= cfg.max_nonfinite:
                     raise NonFiniteUpdates(
                         f"{nonfinite_in_row} updates in a row with a non-finite loss or gradient"
                     )
             env_steps[ctx.rank] += T * K
-            if obs_stats is not None:
-                obs_stats.add(ctx.rank, obs_buf.view(T * K, -1))
-                obs_stats.publish(model, local, shared)
+            if obs_rms is not None:
+                obs_rms.add(ctx.rank, obs_buf.view(T * K, -1))
+            if scaler is not None:
+                scaler.flush()
             if telemetry.due():
                 telemetry.send()
     finally:
         envs.close()
     telemetry.send()
+
+
+def loss_settings(cfg: A3CConfig) -> LossSettings:
+    return LossSettings(
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+        value_coef=cfg.value_coef,
+        entropy_coef=cfg.entropy_coef,
+        normalize_advantage=cfg.normalize_advantage,
+        value_loss=cfg.value_loss,
+    )
 
 
 def _learning_rate(cfg: A3CConfig, env_steps: torch.Tensor) -> float:

@@ -21,13 +21,14 @@ import torch.multiprocessing as mp
 from torch import nn
 
 from hogwild.errors import UsageError
-from hogwild.flat import flatten_parameters
+from hogwild.flat import flatten_buffers, flatten_parameters
 from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerContext, WorkerGroup
 
 log = logging.getLogger(__name__)
 
 ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
+Snapshot = dict[str, torch.Tensor]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -52,6 +53,7 @@ def _evaluate_forever(
     dev = torch.device(device)
     model = build().to(dev).eval()
     flat = flatten_parameters(model)
+    buffers = flatten_buffers(model)
     results.put(("started", str(dev)))
     while not ctx.should_stop():
         slot = pool.receive(timeout=0.2)
@@ -59,6 +61,8 @@ def _evaluate_forever(
             continue
         view = pool.view(slot)
         flat.copy_(view["params"])
+        if buffers.numel():
+            buffers.copy_(view["buffers"])
         step = int(view["step"])
         pool.release(slot)
         with torch.no_grad():
@@ -67,7 +71,11 @@ def _evaluate_forever(
 
 
 class Evaluator:
-    """A spawned process that scores parameter snapshots and reports back to the main process."""
+    """A spawned process that scores parameter snapshots and reports back to the main process.
+
+    A snapshot is the flat parameter vector and, for a model with floating-point buffers
+    (e.g. observation statistics), the flat buffer vector (``buffers_numel`` elements).
+    """
 
     def __init__(
         self,
@@ -75,6 +83,7 @@ class Evaluator:
         score: ScoreFn,
         numel: int,
         *,
+        buffers_numel: int = 0,
         device: str = "auto",
         seed: int = 0,
         slots: int = 2,
@@ -82,15 +91,18 @@ class Evaluator:
     ) -> None:
         self.device = resolve_device(device)
         ctx = mp.get_context("spawn")
+        layout = {"params": ((numel,), torch.float32), "step": ((), torch.int64)}
+        if buffers_numel:
+            layout["buffers"] = ((buffers_numel,), torch.float32)
         self.pool = BufferPool(
-            {"params": ((numel,), torch.float32), "step": ((), torch.int64)},
+            layout,
             producers=1,
             slots=slots,
             ctx=ctx,
         )
         self._ctx = ctx
         self.results = ctx.SimpleQueue()
-        self._backlog: list[tuple[int, dict[str, float], torch.Tensor | None]] = []
+        self._backlog: list[tuple[int, dict[str, float], Snapshot | None]] = []
         self.group = WorkerGroup(
             _evaluate_forever,
             (build, score, self.pool, self.results, str(self.device)),
@@ -102,7 +114,7 @@ class Evaluator:
             on_restart=lambda _rank: self._reset_channels(),
         )
         self.device_used: str | None = None
-        self.snapshots: dict[int, torch.Tensor] = {}
+        self.snapshots: dict[int, Snapshot] = {}
 
     def _reset_channels(self) -> None:
         # The evaluator died, perhaps holding a lock of either channel (killed inside a
@@ -121,15 +133,18 @@ class Evaluator:
         self.group.start()
         return self
 
-    def offer(self, params: torch.Tensor, step: int) -> bool:
+    def offer(self, params: torch.Tensor, step: int, buffers: torch.Tensor | None = None) -> bool:
         """Send a snapshot if the evaluator has a free slot; never blocks training."""
         with self.pool.producer(0).try_message() as msg:
             if msg is None:
                 return False
             msg["params"].copy_(params)
             msg["step"].fill_(step)
-        # Keep what was scored, so the caller can checkpoint the parameters behind a score.
-        self.snapshots[step] = params.detach().clone()
+            if "buffers" in msg:
+                msg["buffers"].copy_(buffers)
+            # Keep exactly what is sent (not the live vector, which workers keep writing),
+            # so the caller can checkpoint the parameters behind a score.
+            self.snapshots[step] = {k: msg[k].clone() for k in ("params", "buffers") if k in msg}
         while len(self.snapshots) > self.pool.slots + 2:
             self.snapshots.pop(next(iter(self.snapshots)))
         return True
@@ -139,15 +154,19 @@ class Evaluator:
 
     def collect(
         self, ready: Sequence[Any] = ()
-    ) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
-        """Scores that arrived, as ``(step, metrics, parameters scored)``; checks the process."""
+    ) -> list[tuple[int, dict[str, float], Snapshot | None]]:
+        """Scores that arrived, as ``(step, metrics, snapshot scored)``; checks the process.
+
+        The snapshot (``{"params": ..., "buffers": ...}``) is None if it was dropped from
+        the short history kept here; a caller must not save anything else in its place.
+        """
         out = self._read(self.results)
         self.group.check(ready)
         out += self._backlog
         self._backlog = []
         return out
 
-    def _read(self, results: Any) -> list[tuple[int, dict[str, float], torch.Tensor | None]]:
+    def _read(self, results: Any) -> list[tuple[int, dict[str, float], Snapshot | None]]:
         out = []
         while not results.empty():
             msg = results.get()

@@ -25,6 +25,30 @@ def flatten_parameters(module: nn.Module) -> torch.Tensor:
     return flat
 
 
+def flatten_buffers(module: nn.Module) -> torch.Tensor:
+    """Re-home every floating-point buffer of ``module`` (running statistics, say) in one tensor.
+
+    Empty when the module has none. Parameters and buffers are kept apart on purpose: the
+    optimizer steps the parameter vector, and must never touch statistics.
+    """
+    owners = [
+        (m, name, b)
+        for m in module.modules()
+        for name, b in m._buffers.items()
+        if b is not None and b.is_floating_point()
+    ]
+    flat = (
+        torch.cat([b.detach().reshape(-1).float() for _, _, b in owners])
+        if owners
+        else (torch.empty(0))
+    )
+    offset = 0
+    for m, name, b in owners:
+        m._buffers[name] = flat[offset : offset + b.numel()].view_as(b)
+        offset += b.numel()
+    return flat
+
+
 def attach_flat_grad(module: nn.Module, flat: torch.Tensor) -> torch.Tensor:
     """Give every parameter a ``.grad`` that is a view into one zeroed flat tensor.
 

@@ -1,0 +1,72 @@
+"""From one rollout to the actor-critic loss: the A3C update's arithmetic, in one tested place.
+
+A :class:`Rollout` is what a worker collected: ``T`` steps of ``K`` environments, with
+the observation after the last step (to bootstrap from) and the final observations of
+episodes cut off by a time limit (to bootstrap a truncation from ``V(final_obs)``
+instead of the next episode's first state). :func:`a3c_loss` runs one forward pass with
+autograd over all of them and returns the loss and the figures worth logging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from a3c.model import ActorCritic, log_prob_entropy
+from a3c.returns import gae, next_state_values
+
+__all__ = ["LOSS_STATS", "LossSettings", "Rollout", "a3c_loss"]
+
+#: The figures :func:`a3c_loss` reports, in order.
+LOSS_STATS = ("policy_loss", "value_loss", "entropy", "explained_variance")
+
+
+@dataclass
+class Rollout:
+    obs: Tensor  # [T, K, obs_dim] float
+    actions: Tensor  # [T, K] int64
+    rewards: Tensor  # [T, K] float, as learned from (scaled)
+    terminated: Tensor  # [T, K] bool
+    dones: Tensor  # [T, K] bool: terminated or truncated
+    next_obs: Tensor  # [K, obs_dim]: where the next rollout starts
+    truncated: Tensor  # [T, K] bool: truncated and not terminated
+    final_obs: Tensor  # [M, obs_dim]: last observations of the M truncated episodes,
+    #                     in the row-major order of ``truncated``'s True entries
+
+
+@dataclass(frozen=True)
+class LossSettings:
+    gamma: float = 0.99
+    gae_lambda: float = 1.0
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    normalize_advantage: bool = False
+    value_loss: str = "mse"  # or "huber" (smooth L1, delta 1: SB3's DQN / rl_games' clip)
+
+
+def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, Tensor]:
+    """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
+    T, K = r.rewards.shape
+    n = T * K
+    logits, values = model(torch.cat((r.obs.reshape(n, -1), r.next_obs, r.final_obs)))
+    v = values[:n].view(T, K)
+    with torch.no_grad():
+        final_v = torch.zeros(T, K)
+        final_v[r.truncated] = values[n + K :]
+        next_v = next_state_values(v, values[n : n + K], r.truncated, final_v)
+    adv, ret = gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=s.gamma, lam=s.gae_lambda)
+    if s.normalize_advantage and n > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_p, entropy = log_prob_entropy(logits[:n], r.actions.reshape(n))
+    policy_loss = -(log_p * adv.reshape(n)).mean()
+    huber = s.value_loss == "huber"
+    value_loss = F.smooth_l1_loss(v, ret) if huber else (ret - v).pow(2).mean()
+    entropy_mean = entropy.mean()
+    loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
+    with torch.no_grad():
+        explained = 1.0 - (ret - v).var() / ret.var().clamp(min=1e-8)
+        figures = torch.stack((policy_loss, value_loss, entropy_mean, explained))
+    return loss, figures

@@ -1,0 +1,121 @@
+"""Running statistics shared by all workers: observation mean/std and return scale.
+
+Each worker folds its own samples into its own row of a shared table (count, mean,
+M2 per feature): nobody else writes that row, so no lock is needed and no update is
+lost. Anyone can read the statistics of all rows together, merged with the
+parallel-variance formula of Chan et al. (as SB3's ``RunningMeanStd``), which keeps
+its precision when a feature has a large offset, unlike ``E[x^2] - mean^2``.
+
+The table lives outside the model's flat parameter vector, so the shared optimizer
+never touches it (no weight decay, no rewrite over a concurrent update).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["RETURN_CLIP", "ReturnScaler", "RunningMeanStd"]
+
+#: Scaled rewards are clipped to +-RETURN_CLIP (as VecNormalize and NormalizeReward).
+RETURN_CLIP = 10.0
+EPS = 1e-8
+
+
+class RunningMeanStd:
+    """Mean and variance of a stream of ``[B, dim]`` samples, one row per writer."""
+
+    def __init__(self, writers: int, dim: int) -> None:
+        self.dim = dim
+        # row: [count, mean (dim), M2 (dim)]
+        self.rows = torch.zeros(writers, 1 + 2 * dim, dtype=torch.float64)
+
+    def share_memory(self) -> RunningMeanStd:
+        self.rows.share_memory_()
+        return self
+
+    def add(self, writer: int, x: torch.Tensor) -> None:
+        """Fold a batch ``[B, dim]`` into ``writer``'s row (Chan's pairwise merge)."""
+        x = x.reshape(-1, self.dim).to(torch.float64)
+        n_b = x.shape[0]
+        if n_b == 0:
+            return
+        mean_b = x.mean(0)
+        m2_b = ((x - mean_b) ** 2).sum(0)
+        row = self.rows[writer]
+        n_a = float(row[0])
+        d = self.dim
+        n = n_a + n_b
+        delta = mean_b - row[1 : 1 + d]
+        row[1 : 1 + d] += delta * (n_b / n)
+        row[1 + d :] += m2_b + delta * delta * (n_a * n_b / n)
+        row[0] = n
+
+    def merged(self) -> torch.Tensor:
+        """All rows as one ``[count, mean, M2]`` row (the exact statistics of every sample)."""
+        rows = self.rows.clone()  # a consistent copy to compute from
+        counts = rows[:, :1]
+        total = float(counts.sum())
+        d = self.dim
+        out = torch.zeros(1 + 2 * d, dtype=torch.float64)
+        if total == 0:
+            return out
+        mean = (counts * rows[:, 1 : 1 + d]).sum(0) / total
+        m2 = (rows[:, 1 + d :] + counts * (rows[:, 1 : 1 + d] - mean) ** 2).sum(0)
+        out[0], out[1 : 1 + d], out[1 + d :] = total, mean, m2
+        return out
+
+    def mean_var(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, variance)`` in float64; ``(0, 1)`` before any sample."""
+        m = self.merged()
+        n, d = float(m[0]), self.dim
+        if n == 0:
+            return torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)
+        return m[1 : 1 + d], m[1 + d :] / n
+
+    def load(self, merged: torch.Tensor) -> None:
+        """Start from saved statistics (a resumed run): they become row 0, the rest empty."""
+        merged = torch.as_tensor(merged, dtype=torch.float64)
+        if merged.shape != (1 + 2 * self.dim,):
+            raise ValueError(
+                f"statistics have shape {tuple(merged.shape)}, expected ({1 + 2 * self.dim},)"
+            )
+        self.rows.zero_()
+        self.rows[0].copy_(merged)
+
+    def state(self) -> torch.Tensor:
+        """What a checkpoint keeps: the merged row."""
+        return self.merged()
+
+
+class ReturnScaler:
+    """Reward scaling by the running std of the discounted return (VecNormalize's ``norm_reward``).
+
+    Each worker keeps, per env, ``R = gamma * R + r`` (reset at episode ends) and adds
+    those ``R`` to the shared statistics; rewards are divided by their std, never
+    shifted, so the sign of the reward and the meaning of termination are kept.
+    """
+
+    def __init__(self, stats: RunningMeanStd, writer: int, num_envs: int, gamma: float) -> None:
+        self.stats = stats
+        self.writer = writer
+        self.gamma = gamma
+        self.running = np.zeros(num_envs)
+        self._seen: list[np.ndarray] = []
+
+    def observe(self, reward: np.ndarray, done: np.ndarray) -> None:
+        """One vector step's raw rewards (call in step order)."""
+        self.running = self.running * self.gamma + reward
+        self._seen.append(self.running.copy())
+        self.running[done] = 0.0
+
+    def flush(self) -> None:
+        """Fold the returns seen since the last flush into the shared statistics."""
+        if self._seen:
+            self.stats.add(self.writer, torch.from_numpy(np.stack(self._seen)).reshape(-1, 1))
+            self._seen.clear()
+
+    def scale(self) -> float:
+        """The factor rewards are multiplied by: ``1 / sqrt(var(R) + eps)``."""
+        _, var = self.stats.mean_var()
+        return float(1.0 / np.sqrt(float(var[0]) + EPS))

@@ -1,52 +1,112 @@
-"""The A3C run configuration: one dataclass, written beside every run and into checkpoints."""
+"""The A3C run configuration: every setting declared once, with its default, help and range.
+
+Flags (``a3c.train --help``), preset and config-file keys, range checks and the
+``config.json`` record all come from these fields (see :mod:`hogwild.config`).
+Defaults were chosen by measurement across the whole suite (README, "How the defaults
+were chosen"); per-environment presets (``a3c/presets.toml``) tune on top of them.
+"""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+
+from hogwild.config import EngineConfig, check, setting
+from hogwild.optim import OPTIMIZERS
+
+RUN = "run"
+ALGO = "algorithm"
+NET = "network"
+LOG = "evaluation and logging"
 
 
 @dataclass
-class A3CConfig:
-    env: str = "CartPole-v1"
-    workers: int = max(os.cpu_count() or 1, 1)
-    envs_per_worker: int = 8
-    n_steps: int = 5
-    total_steps: int = 5_000_000
-    time_limit: float | None = None
-    target_return: float | None = None
-    target_metric: str = "train"
-    gamma: float = 0.98
-    gae_lambda: float = 0.95
-    optimizer: str = "rmsprop"
-    lr: float = 7e-4
-    lr_schedule: str = "constant"
-    entropy_coef: float = 0.0
-    value_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    hidden: tuple[int, ...] = (128, 128)
-    activation: str = "tanh"
-    normalize_obs: bool = False
-    normalize_reward: bool = False
-    normalize_advantage: bool = False
-    value_loss: str = "mse"
-    separate_networks: bool = False
-    seed: int = 1
-    threads_per_worker: int = 1
-    start_method: str = "fork"
-    on_worker_failure: str = "restart"
-    max_restarts: int = 20
-    max_nonfinite: int = 10
-    eval_interval: float = 5.0
-    eval_episodes: int = 10
-    eval_device: str = "auto"
-    checkpoint_interval: float = 60.0
-    log_interval: float = 1.0
-    logdir: str = "runs"
-    run_name: str | None = None
-    resume: str | None = None
-    sync_every: float = 2.0
-    dist_timeout: float = 60.0
+class A3CConfig(EngineConfig):
+    env: str = setting(
+        "CartPole-v1", "Gymnasium id, or module:Env-vN to import module first", group=RUN
+    )
+    envs_per_worker: int = setting(
+        8, "environments each worker steps with one batched forward pass", group=RUN, min=1
+    )
+    total_steps: int = setting(
+        5_000_000, "stop after this many env steps (all workers together)", group=RUN, min=1
+    )
+    time_limit: float | None = setting(None, "stop after this many seconds", group=RUN, above=0)
+    target_return: float | None = setting(
+        None,
+        "stop when --target-metric reaches it (none: the env's reward_threshold, "
+        "e.g. 475 for CartPole-v1)",
+        group=RUN,
+    )
+    target_metric: str = setting(
+        "train",
+        "train: mean return of the last 100 training episodes (the standard 'solved'); "
+        "eval: the evaluator's mean greedy return",
+        group=RUN,
+        choices=("train", "eval"),
+    )
+    n_steps: int = setting(5, "rollout length per update", group=ALGO, min=1)
+    gamma: float = setting(0.99, "discount", group=ALGO, min=0, max=1)
+    gae_lambda: float = setting(0.95, "GAE lambda (1: n-step returns)", group=ALGO, min=0, max=1)
+    optimizer: str = setting(
+        "rmsprop",
+        "shared optimizer (state in shared memory)",
+        group=ALGO,
+        choices=tuple(sorted(OPTIMIZERS)),
+    )
+    lr: float = setting(7e-4, "learning rate", group=ALGO, above=0)
+    lr_schedule: str = setting(
+        "constant",
+        "linear: decay to 0 at --total-steps",
+        group=ALGO,
+        choices=("constant", "linear"),
+    )
+    entropy_coef: float = setting(0.0, "weight of the entropy bonus", group=ALGO, min=0)
+    value_coef: float = setting(0.5, "weight of the value loss", group=ALGO, min=0)
+    value_loss: str = setting(
+        "mse", "value loss: squared error or Huber", group=ALGO, choices=("mse", "huber")
+    )
+    max_grad_norm: float = setting(
+        0.5, "clip the global gradient norm to this", group=ALGO, above=0
+    )
+    normalize_reward: bool = setting(
+        True,
+        "scale rewards by the running std of the discounted return (as VecNormalize), so "
+        "learning does not depend on the reward's scale",
+        group=ALGO,
+    )
+    normalize_obs: bool = setting(
+        True, "normalise observations by their running mean and std", group=ALGO
+    )
+    normalize_advantage: bool = setting(
+        False, "standardise advantages within each rollout", group=ALGO
+    )
+    hidden: tuple[int, ...] = setting(
+        (64, 64), "MLP layer sizes", group=NET, min=1, metavar="SIZES"
+    )
+    activation: str = setting("tanh", "trunk nonlinearity", group=NET, choices=("tanh", "relu"))
+    separate_networks: bool = setting(
+        True, "policy and value nets with their own layers (else one shared trunk)", group=NET
+    )
+    max_nonfinite: int = setting(
+        10,
+        "a worker fails after this many non-finite updates in a row",
+        group="engine",
+        min=1,
+    )
+    eval_episodes: int = setting(10, "episodes per evaluation", group=LOG, min=1)
+    checkpoint_interval: float = setting(
+        60.0, "seconds between periodic checkpoints", group=LOG, above=0
+    )
+    log_interval: float = setting(1.0, "seconds between TensorBoard points", group=LOG, above=0)
+    preset: str | None = setting(
+        None,
+        "the preset applied (recorded by a3c.train; set it with --preset)",
+        group=RUN,
+        flag=False,
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
 
     @property
     def rollout_size(self) -> int:

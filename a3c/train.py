@@ -44,6 +44,9 @@ from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger("a3c.train")
 
+#: Warn when the policy's entropy falls below this fraction of the uniform policy's.
+ENTROPY_COLLAPSE = 0.05
+
 
 @dataclasses.dataclass
 class RunResult:
@@ -52,6 +55,7 @@ class RunResult:
     wall_time: float
     mean_return_100: float
     solved_at: tuple[float, int] | None
+    best_mean_100: tuple[float, float, int] | None  # (mean, seconds, env steps) of the best
     best_eval: float
     exit_code: int
 
@@ -152,6 +156,8 @@ class Trainer:
         self.progress = Progress()
         self.best_eval = -math.inf
         self.solved_at: tuple[float, int] | None = None
+        self.best_100: tuple[float, float, int] | None = None
+        self.entropy_warned = False
 
     def _restore(self, path: str) -> Path:
         ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
@@ -223,6 +229,7 @@ class Trainer:
             self.wall,
             stats.mean_100,
             self.solved_at,
+            self.best_100,
             self.best_eval,
             exit_code,
         )
@@ -270,6 +277,9 @@ class Trainer:
 
     def _check_solved(self, now: float) -> str | None:
         stats, target = self.stats, self.cfg.target_return
+        full = len(stats.recent) == stats.recent.maxlen
+        if full and (self.best_100 is None or stats.mean_100 > self.best_100[0]):
+            self.best_100 = (stats.mean_100, now - self.t0, self.global_steps)
         if (
             self.solved_at is not None
             or target is None
@@ -287,6 +297,7 @@ class Trainer:
     def _log(self, now: float) -> None:
         if now - self.last_log < self.cfg.log_interval:
             return
+        self._warn_entropy_collapse()
         if self.rundir is not None:
             write_logs(
                 self.rundir,
@@ -304,6 +315,20 @@ class Trainer:
         if now - self.last_ckpt >= self.cfg.checkpoint_interval:
             self._checkpoint("checkpoint.pt")
             self.last_ckpt = now
+
+    def _warn_entropy_collapse(self) -> None:
+        """Say once, on the console, when the policy stops exploring before it is any good."""
+        w, target = self.stats.window, self.cfg.target_return
+        if self.entropy_warned or w[0] == 0 or self.solved_at is not None:
+            return
+        entropy, uniform = w[4] / w[0], math.log(self.spec.n_actions)
+        if uniform > 0 and entropy < ENTROPY_COLLAPSE * uniform:
+            self.entropy_warned = True
+            self.progress.print(
+                f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
+                + (f" before the target {target:g} was reached" if target is not None else "")
+                + "; it has almost stopped exploring (try --entropy-coef 0.01)"
+            )
 
     def _budget_spent(self, now: float) -> str | None:
         if self.global_steps >= self.cfg.total_steps:

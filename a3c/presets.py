@@ -1,0 +1,86 @@
+"""Per-environment presets (``a3c/presets.toml``) and user config files, laid over the defaults.
+
+Precedence, lowest first: :class:`~a3c.config.A3CConfig` defaults, the preset, a
+``--config`` file, flags (or keyword arguments of :func:`config_for`). Every key goes
+through the same declaration as a flag, so an unknown key or a wrong type is one line.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from a3c.config import A3CConfig
+from hogwild.config import overrides_from_mapping
+from hogwild.errors import UsageError
+
+__all__ = ["AUTO", "config_for", "load_presets", "read_config_file", "resolve_preset"]
+
+AUTO = "auto"
+FALLBACK = "default"
+
+
+def load_presets() -> dict[str, dict[str, Any]]:
+    """Every table of the packaged preset file, validated."""
+    text = resources.files("a3c").joinpath("presets.toml").read_text()
+    tables = tomllib.loads(text)
+    return {name: _validated(table, f"preset {name!r}") for name, table in tables.items()}
+
+
+def _validated(table: Any, source: str) -> dict[str, Any]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{source} must be a table of settings")
+    values = overrides_from_mapping(A3CConfig, table, source)
+    if "preset" in values:
+        raise UsageError(f"{source}: 'preset' cannot be set here; use --preset")
+    return values
+
+
+def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[str, Any]]:
+    """``(name applied, its settings)``: auto is the env's own table, else the fallback."""
+    if name in (None, "none"):
+        return None, {}
+    presets = load_presets()
+    if name == AUTO:
+        key = env.rpartition(":")[2]
+        name = key if key in presets else FALLBACK
+    if name not in presets:
+        known = ", ".join(sorted(presets))
+        raise UsageError(f"unknown preset {name!r}; known: {known}, or none")
+    values = presets[name]
+    if "env" in values:
+        raise UsageError(f"preset {name!r} may not set env")
+    return name, values
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A user's TOML file of settings (same keys as the presets; it may set ``env``)."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read config file {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"config file {path} is not valid TOML: {e}") from None
+    return _validated(table, f"config file {path}")
+
+
+def config_for(
+    env: str | None = None,
+    preset: str | None = AUTO,
+    config_file: str | Path | None = None,
+    **overrides: Any,
+) -> A3CConfig:
+    """The config a run uses: defaults <- preset for ``env`` <- config file <- ``overrides``.
+
+    ``config_for("Acrobot-v1", workers=2)`` is what ``a3c.train --env Acrobot-v1
+    --workers 2`` runs; ``preset=None`` applies none.
+    """
+    from_file = read_config_file(config_file) if config_file is not None else {}
+    env = env or overrides.pop("env", None) or from_file.get("env") or A3CConfig.env
+    overrides.pop("env", None)
+    name, values = resolve_preset(env, preset)
+    return A3CConfig(**{**values, **from_file, **overrides, "env": env, "preset": name})

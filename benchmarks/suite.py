@@ -1,0 +1,122 @@
+"""The learning suite: time and env steps to solve each env with its preset, several seeds.
+
+    python benchmarks/suite.py                                 # the whole suite, 3 seeds
+    python benchmarks/suite.py --envs Acrobot-v1 --seeds 1 2
+    python benchmarks/suite.py --set normalize_reward=false    # an A/B of a setting
+
+Protocol (shared/BENCHMARKS.md): wall time from the start of training until the mean
+return of the last 100 training episodes, all workers together, first reaches the env's
+``reward_threshold``; also the env steps then. A run that does not get there within its
+budget reports the best 100-episode mean it reached, and when. Runs go one after the
+other (never two at once on 2 cores); the table prints as Markdown for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import tomllib
+import torch
+
+from a3c.presets import config_for
+from a3c.train import train
+
+#: env id -> wall-time budget per seed (s), within the issue's 15 minutes.
+SUITE = {
+    "CartPole-v1": 120,
+    "Acrobot-v1": 120,
+    "MountainCar-v0": 300,
+    "LunarLander-v3": 900,
+}
+
+
+def parse_set(items: list[str]) -> dict:
+    """KEY=VALUE pairs, each VALUE read as a TOML value (a bare word is a string)."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            sys.exit(f"suite.py: error: --set expects KEY=VALUE, got {item!r}")
+        try:
+            out[key] = tomllib.loads(f"x = {value}")["x"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str):
+    rows = []
+    for seed in seeds:
+        cfg = config_for(
+            env,
+            workers=workers,
+            seed=seed,
+            time_limit=budget,
+            eval_interval=0.0,
+            logdir=logdir,
+            **extra,
+        )
+        r = train(cfg)
+        if r.solved_at is not None:
+            t, steps = r.solved_at
+            rows.append((True, t, steps, r.mean_return_100))
+            print(f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps", flush=True)
+        else:
+            best = r.best_mean_100
+            mean, t, steps = best if best else (float("nan"), r.wall_time, r.env_steps)
+            rows.append((False, t, steps, mean))
+            print(
+                f"  {env} seed {seed}: not solved in {budget:.0f} s; best 100-episode mean "
+                f"{mean:.1f} after {t:.1f} s, {steps:,} steps",
+                flush=True,
+            )
+    return cfg.preset, cfg.target_return, rows
+
+
+def summary(env: str, preset, target, rows) -> str:
+    solved = [r for r in rows if r[0]]
+    n = len(rows)
+    if len(solved) == n:
+        ts, ss = [r[1] for r in rows], [r[2] for r in rows]
+        return (
+            f"| {env} | {preset} | {target:g} | {n}/{n} | {statistics.median(ts):.1f} s "
+            f"({min(ts):.1f}-{max(ts):.1f}) | {statistics.median(ss) / 1e3:,.0f}k "
+            f"({min(ss) / 1e3:,.0f}k-{max(ss) / 1e3:,.0f}k) |"
+        )
+    bests = ", ".join(f"{r[3]:.1f}" + (" (solved)" if r[0] else "") for r in rows)
+    return f"| {env} | {preset} | {target:g} | {len(solved)}/{n} | best means: {bests} | |"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", nargs="+", default=list(SUITE), metavar="ID")
+    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--budget", type=float, default=None, help="seconds per run (default: per env)")
+    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override settings")
+    args = p.parse_args()
+    extra = parse_set(args.set)
+    print(
+        f"# {' '.join(sys.argv)}\n# nproc {os.cpu_count()}, torch {torch.__version__}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}",
+        flush=True,
+    )
+    lines = []
+    with tempfile.TemporaryDirectory() as logdir:
+        for env in args.envs:
+            budget = args.budget or SUITE.get(env, 300)
+            lines.append(
+                summary(env, *run_env(env, args.seeds, budget, args.workers, extra, logdir))
+            )
+    print("\n| env | preset | target | solved | wall time, median (range) | env steps |")
+    print("|---|---|---|---|---|---|")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["RETURN_CLIP", "ReturnScaler", "RunningMeanStd"]
+__all__ = ["RETURN_CLIP", "ReturnScaler", "RunningMeanStd", "merge_rows"]
 
 #: Scaled rewards are clipped to +-RETURN_CLIP (as VecNormalize and NormalizeReward).
 RETURN_CLIP = 10.0
@@ -23,12 +23,17 @@ EPS = 1e-8
 
 
 class RunningMeanStd:
-    """Mean and variance of a stream of ``[B, dim]`` samples, one row per writer."""
+    """Mean and variance of a stream of ``[B, dim]`` samples, one row per writer.
+
+    One more row, the last, holds what other nodes saw (under ``torchrun``): the main
+    process sets it each sync round from the others' local statistics
+    (:meth:`local`, :meth:`set_remote`), so every node merges every sample exactly once.
+    """
 
     def __init__(self, writers: int, dim: int) -> None:
         self.dim = dim
-        # row: [count, mean (dim), M2 (dim)]
-        self.rows = torch.zeros(writers, 1 + 2 * dim, dtype=torch.float64)
+        # row: [count, mean (dim), M2 (dim)]; rows[-1]: the other nodes'
+        self.rows = torch.zeros(writers + 1, 1 + 2 * dim, dtype=torch.float64)
 
     def share_memory(self) -> RunningMeanStd:
         self.rows.share_memory_()
@@ -53,17 +58,15 @@ class RunningMeanStd:
 
     def merged(self) -> torch.Tensor:
         """All rows as one ``[count, mean, M2]`` row (the exact statistics of every sample)."""
-        rows = self.rows.clone()  # a consistent copy to compute from
-        counts = rows[:, :1]
-        total = float(counts.sum())
-        d = self.dim
-        out = torch.zeros(1 + 2 * d, dtype=torch.float64)
-        if total == 0:
-            return out
-        mean = (counts * rows[:, 1 : 1 + d]).sum(0) / total
-        m2 = (rows[:, 1 + d :] + counts * (rows[:, 1 : 1 + d] - mean) ** 2).sum(0)
-        out[0], out[1 : 1 + d], out[1 + d :] = total, mean, m2
-        return out
+        return merge_rows(self.rows.clone())  # a consistent copy to compute from
+
+    def local(self) -> torch.Tensor:
+        """This node's own statistics (every row but the other nodes')."""
+        return merge_rows(self.rows[:-1].clone())
+
+    def set_remote(self, rows: list[torch.Tensor]) -> None:
+        """The other nodes' :meth:`local` rows, merged into the last row."""
+        self.rows[-1] = merge_rows(torch.stack(rows)) if rows else 0.0
 
     def mean_var(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, variance)`` in float64; ``(0, 1)`` before any sample."""
@@ -86,6 +89,20 @@ class RunningMeanStd:
     def state(self) -> torch.Tensor:
         """What a checkpoint keeps: the merged row."""
         return self.merged()
+
+
+def merge_rows(rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``[count, mean, M2]`` of disjoint samples as one row (Chan et al.'s formula)."""
+    d = (rows.shape[1] - 1) // 2
+    counts = rows[:, :1]
+    total = float(counts.sum())
+    out = torch.zeros(rows.shape[1], dtype=torch.float64)
+    if total == 0:
+        return out
+    mean = (counts * rows[:, 1 : 1 + d]).sum(0) / total
+    m2 = (rows[:, 1 + d :] + counts * (rows[:, 1 : 1 + d] - mean) ** 2).sum(0)
+    out[0], out[1 : 1 + d], out[1 + d :] = total, mean, m2
+    return out
 
 
 class ReturnScaler:

@@ -44,8 +44,11 @@ from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger("a3c.train")
 
-#: Warn when the policy's entropy falls below this fraction of the uniform policy's.
-ENTROPY_COLLAPSE = 0.05
+#: Warn when the policy's entropy is below this fraction of the uniform policy's while
+#: the 100-episode mean has not improved for STALL_S seconds (a near-deterministic policy
+#: that still improves, as on MountainCar-v0 at ~4% of uniform, is left alone).
+ENTROPY_COLLAPSE = 0.1
+STALL_S = 30.0
 
 
 @dataclasses.dataclass
@@ -191,7 +194,7 @@ class Trainer:
             self.group.start()
             if self.evaluator is not None:
                 self.evaluator.start()
-            self.last_log = self.last_eval = self.last_ckpt = self.t0
+            self.last_log = self.last_eval = self.last_ckpt = self.last_progress = self.t0
             self.log_steps = self.global_steps
             try:
                 while True:
@@ -280,6 +283,7 @@ class Trainer:
         full = len(stats.recent) == stats.recent.maxlen
         if full and (self.best_100 is None or stats.mean_100 > self.best_100[0]):
             self.best_100 = (stats.mean_100, now - self.t0, self.global_steps)
+            self.last_progress = now
         if (
             self.solved_at is not None
             or target is None
@@ -297,7 +301,7 @@ class Trainer:
     def _log(self, now: float) -> None:
         if now - self.last_log < self.cfg.log_interval:
             return
-        self._warn_entropy_collapse()
+        self._warn_entropy_collapse(now)
         if self.rundir is not None:
             write_logs(
                 self.rundir,
@@ -316,10 +320,11 @@ class Trainer:
             self._checkpoint("checkpoint.pt")
             self.last_ckpt = now
 
-    def _warn_entropy_collapse(self) -> None:
-        """Say once, on the console, when the policy stops exploring before it is any good."""
+    def _warn_entropy_collapse(self, now: float) -> None:
+        """Say once, on the console, when the policy has stopped exploring and improving."""
         w, target = self.stats.window, self.cfg.target_return
-        if self.entropy_warned or w[0] == 0 or self.solved_at is not None:
+        stalled = now - self.last_progress >= STALL_S
+        if self.entropy_warned or w[0] == 0 or self.solved_at is not None or not stalled:
             return
         entropy, uniform = w[4] / w[0], math.log(self.spec.n_actions)
         if uniform > 0 and entropy < ENTROPY_COLLAPSE * uniform:
@@ -327,7 +332,8 @@ class Trainer:
             self.progress.print(
                 f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
                 + (f" before the target {target:g} was reached" if target is not None else "")
-                + "; it has almost stopped exploring (try --entropy-coef 0.01)"
+                + f" and the 100-episode mean has not improved for {now - self.last_progress:.0f} s;"
+                " it has almost stopped exploring (try --entropy-coef 0.01)"
             )
 
     def _budget_spent(self, now: float) -> str | None:
@@ -345,10 +351,11 @@ class Trainer:
             return local
         if not self.sync.in_flight and (local or self.sync.due()):
             self._local_reason = local
-            self.sync.start([self._synced_local, 1.0 if local else 0.0])
+            self.sync.start([self._synced_local, 1.0 if local else 0.0], self._local_statistics())
         result = self.sync.poll()
         if result is None:
             return None
+        self._merge_remote_statistics(result.gathered)
         self.global_steps = (
             self.start_steps
             + int(result.totals[0])
@@ -368,8 +375,9 @@ class Trainer:
         if self.sync is not None:
             try:
                 if final_round:
-                    result = self.sync.final_round([local, 1.0])
+                    result = self.sync.final_round([local, 1.0], self._local_statistics())
                     self.global_steps = self.start_steps + int(result.totals[0])
+                    self._merge_remote_statistics(result.gathered)
             except NodeFailure as e:
                 print(f"a3c.train: error: {e}", file=sys.stderr)
             finally:
@@ -401,6 +409,21 @@ class Trainer:
         """The shared running statistics of this run, by the name checkpoints use."""
         named = {"obs_rms": self.obs_rms, "return_rms": self.return_rms}
         return {k: v for k, v in named.items() if v is not None}
+
+    def _local_statistics(self) -> torch.Tensor | None:
+        """This node's running statistics, one vector, for the other nodes to merge."""
+        stats = list(self._statistics().values())
+        return torch.cat([rms.local() for rms in stats]) if stats else None
+
+    def _merge_remote_statistics(self, gathered: list[torch.Tensor] | None) -> None:
+        if not gathered:
+            return
+        others = [g for rank, g in enumerate(gathered) if rank != self.rank]
+        offset = 0
+        for rms in self._statistics().values():
+            n = rms.rows.shape[1]
+            rms.set_remote([g[offset : offset + n] for g in others])
+            offset += n
 
     def _current_buffers(self) -> torch.Tensor:
         """The model's buffers (observation mean/std) as the workers now compute them."""

@@ -40,6 +40,7 @@ class SyncResult:
 
     totals: torch.Tensor
     rounds: int
+    gathered: list[torch.Tensor] | None = None  # every node's ``gather`` vector, by rank
 
 
 class NodeSync:
@@ -65,6 +66,7 @@ class NodeSync:
         self._pre = torch.empty_like(params)
         self._counters = torch.zeros(num_counters, dtype=torch.float64)
         self._work: list[dist.Work] = []
+        self._gathered: list[torch.Tensor] | None = None
         self._last = time.monotonic()
         self.rounds = 0
         self.broadcast_from_rank0()
@@ -86,15 +88,30 @@ class NodeSync:
     def due(self) -> bool:
         return not self._work and time.monotonic() - self._last >= self.sync_every
 
-    def start(self, counters: torch.Tensor | list[float]) -> None:
-        """Begin a round: snapshot the parameters and all-reduce them with ``counters``."""
+    def start(
+        self, counters: torch.Tensor | list[float], gather: torch.Tensor | None = None
+    ) -> None:
+        """Begin a round: snapshot the parameters and all-reduce them with ``counters``.
+
+        ``gather`` (same shape on every node), if given, is all-gathered in the same round:
+        for what cannot be averaged, such as running statistics to merge.
+        """
         self._pre.copy_(self.params)
         self._snapshot.copy_(self._pre)
         self._counters.copy_(torch.as_tensor(counters, dtype=torch.float64))
+        self._gathered = None
+        if gather is not None:
+            self._gathered = [torch.empty_like(gather) for _ in range(self.world)]
+            mine = gather.clone()
         self._work = self._guard(
             lambda: [
                 dist.all_reduce(self._snapshot, async_op=True),
                 dist.all_reduce(self._counters, async_op=True),
+                *(
+                    [dist.all_gather(self._gathered, mine, async_op=True)]
+                    if gather is not None
+                    else []
+                ),
             ]
         )
 
@@ -118,13 +135,15 @@ class NodeSync:
             self.params.add_(mean.sub_(self._pre))
         self._last = time.monotonic()
         self.rounds += 1
-        return SyncResult(self._counters.clone(), self.rounds)
+        return SyncResult(self._counters.clone(), self.rounds, self._gathered)
 
-    def final_round(self, counters: torch.Tensor | list[float]) -> SyncResult:
+    def final_round(
+        self, counters: torch.Tensor | list[float], gather: torch.Tensor | None = None
+    ) -> SyncResult:
         """A blocking, exact round once workers have stopped: all nodes end identical."""
         if self._work:
             self.poll(block=True)
-        self.start(counters)
+        self.start(counters, gather)
         result = self.poll(block=True, exact=True)
         assert result is not None
         return result

@@ -332,7 +332,7 @@ class Trainer:
             self.progress.print(
                 f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
                 + (f" before the target {target:g} was reached" if target is not None else "")
-                + f" and the 100-episode mean has not improved for {now - self.last_progress:.0f} s;"
+                + f" and the 100-episode mean is flat for {now - self.last_progress:.0f} s;"
                 " it has almost stopped exploring (try --entropy-coef 0.01)"
             )
 

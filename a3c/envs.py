@@ -196,7 +196,7 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
-        raise UsageError(f"environment {env_id!r} needs a missing package: {_one_line(e)}") from e
+        raise UsageError(_missing_package_message(env_id, e)) from e
     except (gym.error.UnregisteredEnv, gym.error.DeprecatedEnv) as e:
         raise UsageError(_unknown_id_message(env_id, name, e)) from e
     except gym.error.Error as e:
@@ -204,13 +204,29 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
             raise UsageError(_unknown_id_message(env_id, name, e)) from e
         raise UsageError(f"cannot make environment {env_id!r}: {_one_line(e)}") from e
     except ImportError as e:
-        raise UsageError(f"environment {env_id!r} needs a missing package: {_one_line(e)}") from e
+        raise UsageError(_missing_package_message(env_id, e)) from e
     except TypeError as e:
         if "raised from the environment creator" not in str(e):
             raise
         raise UsageError(
             f"bad arguments for environment {env_id!r}: {_one_line(e.__cause__ or e)}"
         ) from e
+
+
+#: Words in Gymnasium's "not installed" messages -> this project's extra that installs it.
+EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "ale": "atari", "atari": "atari"}
+
+
+def _missing_package_message(env_id: str, e: BaseException) -> str:
+    text = _one_line(e)
+    for word, extra in EXTRAS.items():
+        if word in text.lower():
+            return (
+                f"environment {env_id!r} needs the {extra} extra: "
+                f'pip install "hogwild-a3c[{extra}]" (or, from a checkout, '
+                f'pip install -e ".[{extra}]"); gymnasium says: {text}'
+            )
+    return f"environment {env_id!r} needs a missing package: {text}"
 
 
 def _unknown_id_message(env_id: str, name: str, e: BaseException) -> str:

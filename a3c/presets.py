@@ -23,9 +23,10 @@ AUTO = "auto"
 FALLBACK = "default"
 
 
-def load_presets() -> dict[str, dict[str, Any]]:
-    """Every table of the packaged preset file, validated."""
-    text = resources.files("a3c").joinpath("presets.toml").read_text()
+def load_presets(text: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every table of the packaged preset file (or of ``text``), validated."""
+    if text is None:
+        text = resources.files("a3c").joinpath("presets.toml").read_text()
     tables = tomllib.loads(text)
     return {name: _validated(table, f"preset {name!r}") for name, table in tables.items()}
 

@@ -1,0 +1,148 @@
+"""Settings declared once: flags, presets, config files and the Python API share one check."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from a3c.cli import build_parser, config_from_args
+from a3c.config import A3CConfig
+from a3c.presets import config_for, load_presets, resolve_preset
+from a3c.train import main as train_main
+from hogwild.errors import UsageError
+
+
+def parse(*argv: str) -> A3CConfig:
+    return config_from_args(build_parser().parse_args(list(argv)))
+
+
+def test_every_field_is_a_flag_with_its_default_in_the_help():
+    text = build_parser().format_help()
+    for f in dataclasses.fields(A3CConfig):
+        if f.name == "preset":  # recorded, set with --preset
+            continue
+        assert "--" + f.name.replace("_", "-") in text, f.name
+
+
+def test_packaged_presets_are_valid_and_cover_the_suite():
+    presets = load_presets()
+    for env in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0", "LunarLander-v3", "default"):
+        assert env in presets
+    assert resolve_preset("Acrobot-v1")[0] == "Acrobot-v1"
+    assert resolve_preset("Taxi-v3")[0] == "default"
+    assert resolve_preset("Acrobot-v1", "none") == (None, {})
+
+
+def test_precedence_defaults_preset_file_flags(tmp_path, monkeypatch):
+    presets = {"default": {}, "Acrobot-v1": {"lr": 1e-3, "n_steps": 7, "gamma": 0.97}}
+    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    file = tmp_path / "my.toml"
+    file.write_text('env = "Acrobot-v1"\nn_steps = 9\ngamma = 0.95\nhidden = [32, 16]\n')
+
+    cfg = parse("--config", str(file), "--gamma", "0.9")
+    assert cfg.preset == "Acrobot-v1"
+    assert cfg.lr == 1e-3  # preset over default
+    assert cfg.n_steps == 9  # file over preset
+    assert cfg.gamma == 0.9  # flag over file
+    assert cfg.hidden == (32, 16)
+    assert cfg.entropy_coef == A3CConfig().entropy_coef  # untouched default
+
+    none = parse("--config", str(file), "--preset", "none")
+    assert none.preset is None and none.lr == A3CConfig().lr and none.n_steps == 9
+
+    # The Python API lays keyword arguments over the same layers.
+    api = config_for("Acrobot-v1", n_steps=3)
+    assert (api.lr, api.n_steps, api.gamma) == (1e-3, 3, 0.97)
+
+
+def test_config_json_records_what_the_run_used(tmp_path, monkeypatch):
+    presets = {"default": {}, "CartPole-v1": {"n_steps": 6}}
+    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    file = tmp_path / "my.toml"
+    file.write_text("gamma = 0.95\n")
+    code = train_main(
+        [
+            "--config",
+            str(file),
+            "--lr",
+            "0.002",
+            "--workers",
+            "1",
+            "--total-steps",
+            "400",
+            "--eval-interval",
+            "0",
+            "--logdir",
+            str(tmp_path / "runs"),
+        ]
+    )
+    assert code == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    saved = json.loads((run / "config.json").read_text())
+    assert saved["preset"] == "CartPole-v1"
+    assert (saved["n_steps"], saved["gamma"], saved["lr"]) == (6, 0.95, 0.002)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("lrr = 0.1\n", "unknown setting 'lrr'"),
+        ('lr = "fast"\n', "lr must be float"),
+        ("workers = 2.5\n", "workers must be int"),
+        ("normalize_reward = 1\n", "normalize_reward must be true or false"),
+        ("hidden = [64, 0]\n", "hidden (--hidden) must be at least 1"),
+        ("entropy_coef = -0.1\n", "entropy_coef (--entropy-coef) must be at least 0"),
+        ("lr = [\n", "is not valid TOML"),
+    ],
+)
+def test_bad_config_file_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    file = tmp_path / "bad.toml"
+    file.write_text(text)
+    assert train_main(["--config", str(file), "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("*/config.json"))
+
+
+def test_bad_preset_entry_names_the_key():
+    with pytest.raises(UsageError, match="preset 'X-v0': unknown setting 'bogus'"):
+        load_presets('["X-v0"]\nbogus = 1\n')
+    with pytest.raises(UsageError, match="preset 'X-v0': gamma must be float"):
+        load_presets('["X-v0"]\ngamma = "high"\n')
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"entropy_coef": -1.0}, "entropy_coef"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"lr": 0.0}, "lr"),
+        ({"optimizer": "lbfgs"}, "optimizer"),
+        ({"workers": 0}, "workers"),
+        ({"max_grad_norm": float("nan")}, "max_grad_norm"),
+    ],
+)
+def test_python_api_gets_the_same_checks(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        A3CConfig(**kwargs)
+
+
+def test_bool_flags_turn_preset_values_off(monkeypatch):
+    presets = {"default": {}, "CartPole-v1": {"normalize_reward": True}}
+    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    assert parse("--no-normalize-reward").normalize_reward is False
+    assert parse().normalize_reward is True
+
+
+def test_unknown_preset_is_one_line(capsys, tmp_path):
+    assert train_main(["--preset", "Nope-v0", "--logdir", str(tmp_path)]) == 2
+    assert "unknown preset 'Nope-v0'" in capsys.readouterr().err
+
+
+def test_presets_file_ships_with_the_package():
+    import a3c
+
+    assert (Path(a3c.__file__).parent / "presets.toml").is_file()

@@ -64,8 +64,16 @@ class RunResult:
 
 
 def train(cfg: A3CConfig) -> RunResult:
-    """Run A3C to the end (budget, time, target, signal or failure) and say how it went."""
-    return Trainer(cfg).run()
+    """Run A3C to the end (budget, time, target, signal or failure) and say how it went.
+
+    The calling process runs single-threaded while workers are forked (see
+    :class:`~hogwild.procs.WorkerGroup`); its thread count is restored afterwards.
+    """
+    threads = torch.get_num_threads()
+    try:
+        return Trainer(cfg).run()
+    finally:
+        torch.set_num_threads(threads)
 
 
 class Trainer:
@@ -99,6 +107,9 @@ class Trainer:
         self.env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
         self.env_steps[0] = self.start_steps
         self.env_steps.share_memory_()
+        # The run's global step count as this process knows it (all nodes), for the workers'
+        # learning-rate schedule.
+        self.published_steps = torch.zeros((), dtype=torch.int64).share_memory_()
         for rms in self._statistics().values():
             rms.share_memory()
 
@@ -133,6 +144,7 @@ class Trainer:
                 self.flat,
                 self.optimizer,
                 self.env_steps,
+                self.published_steps,
                 self.pool,
                 self.obs_rms,
                 self.return_rms,
@@ -208,6 +220,7 @@ class Trainer:
                         local, exit_code = "interrupted", shutdown.exit_code
                     local = local or self._budget_spent(now)
                     reason_now = self._agree(local)
+                    self.published_steps.fill_(self.global_steps)
                     if reason_now:
                         reason = reason_now
                         break

@@ -35,6 +35,7 @@ def run_worker(
     shared: torch.Tensor,
     optimizer: SharedOptimizer,
     env_steps: torch.Tensor,
+    global_steps: torch.Tensor,
     pool: BufferPool,
     obs_rms: RunningMeanStd | None = None,
     return_rms: RunningMeanStd | None = None,
@@ -110,7 +111,7 @@ def run_worker(
             grad.zero_()
             loss.backward()
             grad_norm = float(grad.norm())
-            lr = _learning_rate(cfg, env_steps)
+            lr = _learning_rate(cfg, max(int(env_steps.sum()), int(global_steps)))
             losses = figures.tolist()
             stats = telemetry.stats
             stats[1] += T * K
@@ -151,7 +152,9 @@ def loss_settings(cfg: A3CConfig) -> LossSettings:
     )
 
 
-def _learning_rate(cfg: A3CConfig, env_steps: torch.Tensor) -> float:
+def _learning_rate(cfg: A3CConfig, steps: int) -> float:
+    """``steps``: the run's env steps so far, all nodes together (the main process publishes
+    the global count; this node's own count is fresher when it is the only node)."""
     if cfg.lr_schedule == "linear":
-        return cfg.lr * max(1.0 - int(env_steps.sum()) / cfg.total_steps, 0.0)
+        return cfg.lr * max(1.0 - steps / cfg.total_steps, 0.0)
     return cfg.lr

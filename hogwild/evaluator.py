@@ -31,10 +31,19 @@ ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
 Snapshot = dict[str, torch.Tensor]
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` means CUDA when available; asking for CUDA without one is a usage error."""
+#: ``auto`` picks CUDA only for models at least this large: scoring runs batch-1 forwards,
+#: and for a small MLP (17k parameters) a kernel launch and a host-device copy per step
+#: cost more than the CPU's whole forward (~16 us on one core).
+AUTO_CUDA_MIN_PARAMS = 1_000_000
+
+
+def resolve_device(name: str, numel: int | None = None) -> torch.device:
+    """``auto``: CUDA when available and the model has at least ``AUTO_CUDA_MIN_PARAMS``
+    parameters (``numel``; unknown counts as large). Asking for CUDA without one is a usage
+    error."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        big = numel is None or numel >= AUTO_CUDA_MIN_PARAMS
+        return torch.device("cuda" if big and torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise UsageError("--eval-device cuda: no CUDA device is available (try auto or cpu)")
     if name not in ("cpu", "cuda"):
@@ -89,7 +98,7 @@ class Evaluator:
         slots: int = 2,
         policy: FailurePolicy | None = None,
     ) -> None:
-        self.device = resolve_device(device)
+        self.device = resolve_device(device, numel)
         ctx = mp.get_context("spawn")
         layout = {"params": ((numel,), torch.float32), "step": ((), torch.int64)}
         if buffers_numel:

@@ -160,6 +160,11 @@ class WorkerGroup:
         name: str = "worker",
     ) -> None:
         self._ctx = mp.get_context(start_method)
+        if start_method == "fork":
+            # GNU OpenMP does not survive fork: a child that uses a thread pool its parent
+            # had started can hang. A forking parent therefore runs single-threaded (it only
+            # supervises); every app gets this from the engine, not by remembering it.
+            torch.set_num_threads(1)
         self.target, self.args = target, args
         self.num_workers, self.seed, self.num_threads = num_workers, seed, num_threads
         self.policy = policy or FailurePolicy()

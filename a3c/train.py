@@ -95,6 +95,7 @@ class Trainer:
         )
         self.obs_rms = RunningMeanStd(cfg.workers, obs_dim) if cfg.normalize_obs else None
         self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
+        torch.manual_seed(cfg.seed)  # the initial model; workers seed themselves
         self.model = self.spec.build()
         self.flat = flatten_parameters(self.model)
         self.buffers = flatten_buffers(self.model)

@@ -62,7 +62,7 @@ def run_worker(
     obs_np, _ = envs.reset(seed=ctx.seed)
     obs = torch.from_numpy(obs_np)
     try:
-        while not ctx.should_stop():
+        while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)
             if obs_rms is not None:
                 mean, var = obs_rms.mean_var()
@@ -111,7 +111,7 @@ def run_worker(
             grad.zero_()
             loss.backward()
             grad_norm = float(grad.norm())
-            lr = _learning_rate(cfg, max(int(env_steps.sum()), int(global_steps)))
+            lr = _learning_rate(cfg, _steps(env_steps, global_steps))
             losses = figures.tolist()
             stats = telemetry.stats
             stats[1] += T * K
@@ -152,9 +152,13 @@ def loss_settings(cfg: A3CConfig) -> LossSettings:
     )
 
 
+def _steps(env_steps: torch.Tensor, global_steps: torch.Tensor) -> int:
+    """The run's env steps so far, all nodes together: the main process publishes the
+    global count; this node's own count is fresher when it is the only node."""
+    return max(int(env_steps.sum()), int(global_steps))
+
+
 def _learning_rate(cfg: A3CConfig, steps: int) -> float:
-    """``steps``: the run's env steps so far, all nodes together (the main process publishes
-    the global count; this node's own count is fresher when it is the only node)."""
     if cfg.lr_schedule == "linear":
         return cfg.lr * max(1.0 - steps / cfg.total_steps, 0.0)
     return cfg.lr

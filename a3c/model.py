@@ -11,6 +11,7 @@ which is several times cheaper than ``torch.distributions.Categorical`` or
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -109,14 +110,7 @@ class ActorCritic(nn.Module):
     @property
     def spec(self) -> ModelSpec:
         """The :class:`ModelSpec` that rebuilds this architecture."""
-        return ModelSpec(
-            self.obs_dim,
-            self.n_actions,
-            self.hidden,
-            self.activation,
-            self.normalize_obs,
-            self.separate,
-        )
+        return ModelSpec(**{f.name: getattr(self, f.name) for f in dataclasses.fields(ModelSpec)})
 
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         x = obs
@@ -201,14 +195,7 @@ class ModelSpec:
 
     def build(self) -> ActorCritic:
         """A freshly initialised model with this architecture."""
-        return ActorCritic(
-            self.obs_dim,
-            self.n_actions,
-            self.hidden,
-            self.activation,
-            self.normalize_obs,
-            self.separate,
-        )
+        return ActorCritic(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self)})
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict; :meth:`from_dict` inverts it."""

@@ -130,9 +130,13 @@ def test_model_output_shapes(batch: int) -> None:
     model = ActorCritic(4, 3)
     logits, value = model(torch.randn(batch, 4))
     assert logits.shape == (batch, 3) and value.shape == (batch,)
-    actions, logits2, value2 = model.act(torch.randn(batch, 4))
+    obs = torch.randn(batch, 4)
+    logits2 = model.logits(obs)
+    actions = sample_actions(logits2)
     assert actions.shape == (batch,) and actions.dtype == torch.int64
     assert ((actions >= 0) & (actions < 3)).all()
+    value2 = model.value(obs)
+    assert logits2.shape == (batch, 3) and value2.shape == (batch,)
     assert logits2.requires_grad and value2.requires_grad  # usable for the loss
 
 
@@ -169,8 +173,11 @@ def test_gumbel_sampling_matches_softmax_and_log_prob_entropy() -> None:
     torch.testing.assert_close(ent, dist.entropy())
     (lp.sum() + ent.sum()).backward()
     assert logits.grad is not None
-    greedy, *_ = ActorCritic(4, 4).act(torch.randn(6, 4), greedy=True)
+    model = ActorCritic(4, 4)
+    obs = torch.randn(6, 4)
+    greedy = model.logits(obs).argmax(-1)
     assert greedy.shape == (6,)
+    torch.testing.assert_close(model.logits(obs), model(obs)[0], rtol=0, atol=0)
 
 
 def test_model_spec_rebuilds_the_exact_model() -> None:

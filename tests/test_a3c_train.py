@@ -260,9 +260,14 @@ def test_normalize_obs_statistics_are_shared_and_checkpointed(tmp_path):
     )
     result = train(cfg)
     ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")
-    count = float(ckpt["obs_stats"][0])
+    rms = ckpt["obs_rms"]  # the merged running statistics: [count, mean (4), M2 (4)]
+    assert "obs_stats" not in ckpt and rms.shape == (1 + 2 * 4,)
+    count = float(rms[0])
     assert 0 < count <= result.env_steps
     std = ckpt["model"]["obs_std"]
+    # The model's buffers are the running statistics the checkpoint holds.
+    torch.testing.assert_close(ckpt["model"]["obs_mean"], rms[1:5].float())
+    torch.testing.assert_close(std, (rms[5:] / count + 1e-8).sqrt().float())
     assert torch.isfinite(std).all() and not torch.allclose(std, torch.ones_like(std))
     # CartPole's pole angle stays within +-0.21 rad, its cart position within +-2.4.
     assert 0 < std[2] < 0.21 and 0 < std[0] < 2.4

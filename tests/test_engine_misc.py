@@ -251,9 +251,11 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
     scores = _collect(ev, lambda s: len(s) == 2, timeout=60)
     assert ev.device_used == "cpu"
     assert [step for step, _, _ in scores] == [10, 20]
-    for step, metrics, params in scores:
+    for step, metrics, snapshot in scores:
         expected = offered[step]
-        assert torch.equal(params, expected)  # what was scored, kept for checkpointing
+        # What was scored, kept for checkpointing: the probe has no buffers, so params only.
+        assert snapshot.keys() == {"params"}
+        assert torch.equal(snapshot["params"], expected)
         want = _expected_metrics(expected, step)
         assert metrics["pid"] == proc.pid
         assert metrics["step"] == step

@@ -143,6 +143,21 @@ def test_two_processes_stepping_one_shared_adam_leave_one_consistent_state():
     assert (params - start).abs().max() <= 600 * 1e-3 * 1.01
 
 
+def test_two_processes_stepping_one_shared_rmsprop_share_its_averages():
+    """A3C's optimizer: both workers' squared gradients land in one shared average."""
+    params = torch.randn(500)
+    start = params.clone()
+    opt = SharedRMSprop(params, lr=1e-3, num_workers=2).share_memory()
+    _run_workers(opt, steps=200)
+    assert opt.steps.tolist() == [200, 200]
+    square_avg = opt.state["square_avg"]
+    assert square_avg.is_shared() and (square_avg > 0).all()
+    # Unit-variance gradients from both workers: the average of g^2 is near 1 by now
+    # (alpha 0.99, 400 steps), as it is when one process takes all 400 steps.
+    assert 0.5 < float(square_avg.mean()) < 1.5
+    assert torch.isfinite(params).all() and not torch.equal(params, start)
+
+
 def test_shared_sgd_steps_from_two_processes_are_all_counted():
     """Lock-free updates may race (Hogwild!); the step counts may not."""
     params = torch.zeros(10)

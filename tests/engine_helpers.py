@@ -231,3 +231,30 @@ def score_slow_late(model: nn.Module, device: torch.device, step: int) -> dict[s
     if step >= SLOW_FROM_STEP:
         time.sleep(1.0)
     return score_probe(model, device, step)
+
+
+class ProbeWithBuffers(nn.Module):
+    """A probe whose output depends on two float buffers (as observation statistics do)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(4, 2)
+        self.register_buffer("shift", torch.zeros(4))
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin((x - self.shift) * self.scale)
+
+
+def build_probe_with_buffers() -> nn.Module:
+    return ProbeWithBuffers()
+
+
+def score_probe_buffers(model: nn.Module, device: torch.device, step: int) -> dict[str, float]:
+    """``score_probe`` plus what the evaluator's copy of the buffers holds."""
+    return {
+        **score_probe(model, device, step),
+        "shift_sum": float(model.shift.sum()),
+        "scale_first": float(model.scale[0]),
+    }

@@ -58,7 +58,9 @@ class RunningMeanStd:
 
     def merged(self) -> torch.Tensor:
         """All rows as one ``[count, mean, M2]`` row (the exact statistics of every sample)."""
-        return merge_rows(self.rows.clone())  # a consistent copy to compute from
+        # A read may catch a writer between its mean and its count: off by one batch
+        # for an instant, like any Hogwild! read; never accumulated into the rows.
+        return merge_rows(self.rows.clone())
 
     def local(self) -> torch.Tensor:
         """This node's own statistics (every row but the other nodes')."""

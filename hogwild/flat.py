@@ -37,11 +37,11 @@ def flatten_buffers(module: nn.Module) -> torch.Tensor:
         for name, b in m._buffers.items()
         if b is not None and b.is_floating_point()
     ]
-    flat = (
-        torch.cat([b.detach().reshape(-1).float() for _, _, b in owners])
-        if owners
-        else (torch.empty(0))
-    )
+    if not owners:
+        return torch.empty(0)
+    if len({b.dtype for _, _, b in owners}) > 1:
+        raise ValueError("floating-point buffers must share one dtype")
+    flat = torch.cat([b.detach().reshape(-1) for _, _, b in owners])
     offset = 0
     for m, name, b in owners:
         m._buffers[name] = flat[offset : offset + b.numel()].view_as(b)

@@ -81,11 +81,11 @@ class A3CConfig(EngineConfig):
         False, "standardise advantages within each rollout", group=ALGO
     )
     hidden: tuple[int, ...] = setting(
-        (64, 64), "MLP layer sizes", group=NET, min=1, metavar="SIZES"
+        (128, 128), "MLP layer sizes", group=NET, min=1, metavar="SIZES"
     )
     activation: str = setting("tanh", "trunk nonlinearity", group=NET, choices=("tanh", "relu"))
     separate_networks: bool = setting(
-        True, "policy and value nets with their own layers (else one shared trunk)", group=NET
+        False, "policy and value nets with their own layers (else one shared trunk)", group=NET
     )
     max_nonfinite: int = setting(
         10,

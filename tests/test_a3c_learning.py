@@ -29,6 +29,7 @@ def acrobot(tmp_path_factory):
         eval_episodes=3,
         logdir=str(tmp_path_factory.mktemp("runs")),
         seed=5,
+        normalize_obs=True,  # the preset turns it off; on here, to test its statistics
     )
     return cfg, train(cfg)
 
@@ -80,6 +81,7 @@ def test_resume_continues_at_the_same_reward_scale(acrobot, tmp_path):
             eval_interval=0.0,
             logdir=cfg.logdir,
             resume=str(r.run_dir / "checkpoint.pt"),
+            normalize_obs=True,
         )
     )
     assert resumed.exit_code == 0

@@ -17,27 +17,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-def nonnegative_int(text: str) -> int:
-    value = _parse(int, text, "an integer")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = _parse(float, text, "a number")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def unit_float(text: str) -> float:
-    value = _parse(float, text, "a number")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
 def _parse(kind: type, text: str, what: str):
     try:
         return kind(text)

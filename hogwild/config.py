@@ -44,6 +44,7 @@ class Rule:
     max: float | None = None  # inclusive
     metavar: str | None = None
     flag: bool = True  # False: settable from files and the API only
+    aliases: tuple[str, ...] = ()  # more option strings for the flag, e.g. ("--num-processes",)
 
 
 def setting(
@@ -59,10 +60,13 @@ def setting(
     )
 
 
-def redefault(cls: type, name: str, default: Any) -> Any:
-    """The field ``name`` of ``cls`` with an app's own default (same help and range)."""
+def redefault(cls: type, name: str, default: Any, **rule: Any) -> Any:
+    """The field ``name`` of ``cls`` with an app's own default (same help and range);
+    ``rule`` may add to its :class:`Rule`, e.g. ``aliases=("--num-processes",)``."""
     f = {f.name: f for f in dataclasses.fields(cls)}[name]
-    return dataclasses.field(default=default, metadata=f.metadata)
+    return dataclasses.field(
+        default=default, metadata={"rule": dataclasses.replace(f.metadata["rule"], **rule)}
+    )
 
 
 def _rule(f: dataclasses.Field) -> Rule | None:
@@ -154,7 +158,7 @@ def add_flags(
             if rule.choices is not None:
                 kwargs["choices"] = rule.choices
             kwargs["metavar"] = rule.metavar or (None if rule.choices else _METAVARS.get(kind))
-        group.add_argument(_flag(f.name), **kwargs)
+        group.add_argument(_flag(f.name), *rule.aliases, **kwargs)
 
 
 def overrides_from_args(args: argparse.Namespace, cls: type) -> dict[str, Any]:

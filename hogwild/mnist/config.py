@@ -1,48 +1,102 @@
-"""The settings of a run, shared by both modes and written wherever a run is recorded."""
+"""The settings of a run, shared by both modes and written wherever a run is recorded.
+
+Every setting is declared once, with its default, help and range: the flags
+(``hogwild-mnist --help``), the range checks and ``config.json`` all come from these
+fields (see :mod:`hogwild.config`). The engine's shared settings come from
+:class:`~hogwild.config.EngineConfig`, three of them with MNIST's own defaults.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from hogwild.config import ENGINE, EVAL, EngineConfig, check, redefault, setting
 from hogwild.mnist.data import default_data_dir
+from hogwild.mnist.model import MODELS
 
 PROG = "hogwild-mnist"
+TRAIN = "training"
+DATA = "data"
 
 
 @dataclass
-class MnistConfig:
+class MnistConfig(EngineConfig):
     """Every setting of a run; written to ``config.json``, TensorBoard and checkpoints."""
 
-    batch_size: int = 64
-    test_batch_size: int = 1000
-    epochs: int = 4
-    lr: float = 0.05
-    momentum: float = 0.5
-    lr_decay: float = 0.7
-    optimizer: str = "sgd"
-    model: str = "convnet"
-    seed: int = 1
-    log_interval: int = 10
-    workers: int = 2
-    threads_per_worker: int = 1
-    start_method: str = "fork"
-    data_dir: str = field(default_factory=lambda: str(default_data_dir()))
-    download: bool = True
-    train_subset: int | None = None
-    max_batches_per_epoch: int | None = None
-    target_accuracy: float | None = None
-    logdir: str = "runs"
-    run_name: str | None = None
-    checkpoint: str | None = None
-    resume: str | None = None
-    on_worker_failure: str = "restart"
-    max_restarts: int = 10
-    eval_interval: float = 0.0
-    eval_device: str = "auto"
-    channels_last: bool = True
-    mode: str = "hogwild"
-    sync_every: float = 2.0
-    dist_timeout: float = 60.0
+    workers: int = redefault(EngineConfig, "workers", 2, aliases=("--num-processes",))
+    max_restarts: int = redefault(EngineConfig, "max_restarts", 10)
+    eval_interval: float = redefault(EngineConfig, "eval_interval", 0.0)
+
+    batch_size: int = setting(64, "samples per worker step", group=TRAIN, min=1)
+    test_batch_size: int = setting(1000, "batch size when scoring the test set", group=TRAIN, min=1)
+    epochs: int = setting(
+        4, "total epochs, counting those of a resumed checkpoint", group=TRAIN, min=1
+    )
+    optimizer: str = setting(
+        "sgd", "shared optimizer, one per worker", group=TRAIN, choices=("sgd", "adam")
+    )
+    lr: float = setting(0.05, "learning rate (try 1e-3 with adam)", group=TRAIN, above=0)
+    momentum: float = setting(0.5, "SGD momentum", group=TRAIN, min=0, max=1, metavar="M")
+    lr_decay: float = setting(
+        0.7,
+        "multiply the learning rate by GAMMA after each epoch; 1 keeps it constant",
+        group=TRAIN,
+        above=0,
+        max=1,
+        metavar="GAMMA",
+    )
+    model: str = setting(
+        "convnet",
+        "convnet (80k params, reaches 99%) or example (PyTorch example's net)",
+        group=TRAIN,
+        choices=tuple(sorted(MODELS)),
+    )
+    train_subset: int | None = setting(
+        None, "train on the first N images only (for quick tests)", group=TRAIN, min=1
+    )
+    max_batches_per_epoch: int | None = setting(
+        None, "stop each worker's epoch after N batches (for quick tests)", group=TRAIN, min=1
+    )
+    target_accuracy: float | None = setting(
+        None,
+        "stop after the first epoch whose test accuracy reaches PCT",
+        group=TRAIN,
+        above=0,
+        max=100,
+        metavar="PCT",
+    )
+    channels_last: bool = setting(
+        True, "channels-last convolutions, faster than NCHW (the --no- form)", group=TRAIN
+    )
+    mode: str = setting(
+        "hogwild",
+        "hogwild: lock-free shared model; ddp: synchronous DistributedDataParallel "
+        "baseline with --workers ranks, always spawned, stopped by a dead rank "
+        "(silent for --dist-timeout); no --eval-interval",
+        group=ENGINE,
+        choices=("hogwild", "ddp"),
+    )
+    data_dir: str = setting(
+        help="MNIST .gz files, downloaded here if missing; $HOGWILD_DATA sets the default",
+        factory=lambda: str(default_data_dir()),
+        group=DATA,
+        metavar="DIR",
+    )
+    download: bool = setting(
+        True, "download missing MNIST files (the --no- form fails instead)", group=DATA
+    )
+    checkpoint: str | None = setting(
+        None,
+        "checkpoint file, rewritten each epoch (none: <run folder>/checkpoint.pt)",
+        group=EVAL,
+        metavar="PATH",
+    )
+    log_interval: int = setting(
+        10, "batches between a worker's telemetry messages", group=EVAL, min=1, metavar="N"
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
 
 
 def epoch_lr(cfg: MnistConfig, epoch: int) -> float:

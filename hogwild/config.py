@@ -217,8 +217,8 @@ def check(cfg: Any) -> None:
         for x in numbers:
             if not isinstance(x, (int, float)) or isinstance(x, bool):
                 continue
-            if isinstance(x, float) and math.isnan(x):
-                raise UsageError(f"{name} must be a number, got {value!r}")
+            if isinstance(x, float) and not math.isfinite(x):
+                raise UsageError(f"{name} must be a finite number, got {value!r}")
             if rule.min is not None and x < rule.min:
                 raise UsageError(f"{name} must be at least {rule.min:g}, got {value!r}")
             if rule.above is not None and not x > rule.above:

@@ -37,8 +37,9 @@ def test_node_sync_averages_and_ends_identical(tmp_path):
 def test_a3c_two_nodes_learn_one_run(tmp_path):
     port = free_port()
     args = a3c_node(
-        tmp_path, "--total-steps", "200000", "--target-return", "1e9", "--sync-every", "1"
-    )
+        tmp_path, "--total-steps", "200000", "--target-return", "1e9", "--sync-every", "1",
+        "--log-interval", "0.1",
+    )  # fmt: skip
     procs = [torchrun(port, *args) for _ in range(2)]
     results = finish(procs, 240)
     for code, _, err in results:

@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=AUTO,
         metavar="NAME",
         help="a table of a3c/presets.toml (default: auto, the env's own or [default]); "
-        "none: no preset",
+        "none: no preset; with --resume, the resumed run's settings take its place",
     )
     g.add_argument(
         "--config", metavar="FILE", help="a TOML file of settings (keys as in config.json)"

@@ -14,10 +14,18 @@ from typing import Any
 import tomllib
 
 from a3c.config import A3CConfig
+from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping
 from hogwild.errors import UsageError
 
-__all__ = ["AUTO", "config_for", "load_presets", "read_config_file", "resolve_preset"]
+__all__ = [
+    "AUTO",
+    "config_for",
+    "load_presets",
+    "read_config_file",
+    "resolve_preset",
+    "saved_config",
+]
 
 AUTO = "auto"
 FALLBACK = "default"
@@ -78,10 +86,27 @@ def config_for(
     """The config a run uses: defaults <- preset for ``env`` <- config file <- ``overrides``.
 
     ``config_for("Acrobot-v1", workers=2)`` is what ``a3c.train --env Acrobot-v1
-    --workers 2`` runs; ``preset=None`` applies none.
+    --workers 2`` runs; ``preset=None`` applies none. With ``resume=CHECKPOINT`` (a
+    keyword or in the file) the resumed run's own settings replace the defaults and the
+    preset, so it continues as it was; the file and keywords still apply over them.
     """
     from_file = read_config_file(config_file) if config_file is not None else {}
-    env = env or overrides.pop("env", None) or from_file.get("env") or A3CConfig.env
-    overrides.pop("env", None)
-    name, values = resolve_preset(env, preset)
-    return A3CConfig(**{**values, **from_file, **overrides, "env": env, "preset": name})
+    resume = overrides.get("resume") or from_file.get("resume")
+    if resume:
+        base = saved_config(resume)
+    else:
+        env = env or overrides.get("env") or from_file.get("env") or A3CConfig.env
+        name, values = resolve_preset(env, preset)
+        base = {**values, "env": env, "preset": name}
+    if env is not None:
+        overrides["env"] = env
+    return A3CConfig(**{**base, **from_file, **overrides})
+
+
+def saved_config(checkpoint: str | Path) -> dict[str, Any]:
+    """The settings a checkpoint's run used (validated like a config file)."""
+    ckpt = load_checkpoint(checkpoint, required=("config",))
+    source = f"checkpoint {checkpoint}"
+    if not isinstance(ckpt["config"], dict):
+        raise UsageError(f"{source}: its config is not a table of settings")
+    return overrides_from_mapping(A3CConfig, ckpt["config"], source)

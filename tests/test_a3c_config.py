@@ -146,3 +146,19 @@ def test_presets_file_ships_with_the_package():
     import a3c
 
     assert (Path(a3c.__file__).parent / "presets.toml").is_file()
+
+
+def test_resume_takes_the_runs_own_settings(tmp_path):
+    code = train_main(
+        ["--env", "Acrobot-v1", "--preset", "none", "--hidden", "32", "--gamma", "0.9"]
+        + ["--workers", "1", "--total-steps", "400", "--eval-interval", "0"]
+        + ["--logdir", str(tmp_path)]
+    )
+    assert code == 0
+    (ckpt,) = tmp_path.glob("*/checkpoint.pt")
+    # No preset, no defaults: the run continues as it was, flags still on top.
+    cfg = parse("--resume", str(ckpt), "--total-steps", "800")
+    assert (cfg.env, cfg.hidden, cfg.gamma, cfg.preset) == ("Acrobot-v1", (32,), 0.9, None)
+    assert cfg.total_steps == 800 and cfg.resume == str(ckpt)
+    with pytest.raises(UsageError, match="checkpoint not found"):
+        parse("--resume", str(tmp_path / "nope.pt"))

@@ -240,6 +240,8 @@ def test_non_finite_updates_are_skipped_then_fail_the_worker(trained, tmp_path):
         "abort",
         "--max-nonfinite",
         "3",
+        "--total-steps",  # the resumed run's own budget is spent
+        "10000000",
         "--logdir",
         str(tmp_path),
     )

@@ -18,7 +18,7 @@ from a3c.loss import LossSettings, Rollout, a3c_loss
 from a3c.model import ModelSpec, sample_actions
 from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.telemetry import WorkerTelemetry
-from hogwild.flat import attach_flat_grad, flatten_parameters
+from hogwild.flat import attach_flat_grad, clip_grad_norm_, flatten_parameters
 from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
@@ -110,15 +110,13 @@ def run_worker(
             loss, figures = a3c_loss(model, rollout, settings)
             grad.zero_()
             loss.backward()
-            grad_norm = float(grad.norm())
+            grad_norm = clip_grad_norm_(grad, cfg.max_grad_norm)
             lr = _learning_rate(cfg, _steps(env_steps, global_steps))
             losses = figures.tolist()
             stats = telemetry.stats
             stats[1] += T * K
             if np.isfinite(grad_norm) and np.isfinite(sum(losses)):
                 nonfinite_in_row = 0
-                if grad_norm > cfg.max_grad_norm:
-                    grad.mul_(cfg.max_grad_norm / (grad_norm + 1e-6))
                 optimizer.step(grad, ctx.rank, lr)
                 stats[0] += 1
                 stats[2:8] += (*losses, grad_norm, lr)

@@ -81,3 +81,15 @@ def offset_of(param: torch.Tensor, flat: torch.Tensor) -> int:
     if rem or not 0 <= offset <= flat.numel() - param.numel():
         raise ValueError("parameter is not a view into this flat tensor")
     return offset
+
+
+def clip_grad_norm_(grad: torch.Tensor, max_norm: float) -> float:
+    """Scale a flat gradient in place to global norm ``max_norm`` at most; return its norm.
+
+    ``torch.nn.utils.clip_grad_norm_`` for the one-tensor case: one norm, one multiply.
+    A non-finite norm is returned and the gradient left alone (the caller skips it).
+    """
+    norm = float(grad.norm())
+    if norm > max_norm and norm < float("inf"):
+        grad.mul_(max_norm / (norm + 1e-6))
+    return norm

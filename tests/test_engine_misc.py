@@ -379,3 +379,22 @@ def test_graceful_shutdown_restores_the_previous_handlers():
         assert signal.getsignal(signal.SIGTERM) == shutdown._handle
         assert not shutdown.requested and shutdown.exit_code == 0
     assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_clip_grad_norm_matches_torch_and_keeps_the_direction():
+    from hogwild.flat import clip_grad_norm_
+
+    g = torch.randn(1000, generator=torch.Generator().manual_seed(0)) * 5
+    before = float(g.norm())
+    ref = g.clone().requires_grad_()
+    ref.grad = g.clone()
+    torch.nn.utils.clip_grad_norm_([ref], 0.5)
+    assert clip_grad_norm_(g, 0.5) == pytest.approx(before)  # the norm before clipping
+    torch.testing.assert_close(g, ref.grad)  # as torch clips it: same direction, norm 0.5
+    assert float(g.norm()) == pytest.approx(0.5, rel=1e-4)
+    small = torch.full((4,), 0.1)
+    assert clip_grad_norm_(small, 0.5) == pytest.approx(0.2)
+    torch.testing.assert_close(small, torch.full((4,), 0.1))  # under the limit: untouched
+    bad = torch.tensor([1.0, float("nan")])
+    assert clip_grad_norm_(bad, 0.5) != clip_grad_norm_(bad, 0.5)  # NaN reported
+    assert bad[0] == 1.0  # and left alone

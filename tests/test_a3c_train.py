@@ -45,6 +45,7 @@ def trained(tmp_path_factory) -> tuple[A3CConfig, object]:
     return cfg, train(cfg)
 
 
+@pytest.mark.slow
 def test_two_workers_learn_cartpole(trained):
     cfg, result = trained
     assert result.exit_code == 0
@@ -68,6 +69,7 @@ def test_two_workers_learn_cartpole(trained):
     assert (result.run_dir / "config.json").is_file()
 
 
+@pytest.mark.slow
 def test_checkpoints_evaluate_and_resume(trained, tmp_path, capsys):
     cfg, result = trained
     ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")
@@ -129,21 +131,36 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
         ),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path):
-    proc = run_cli("a3c.train", *argv, "--logdir", str(tmp_path))
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and message in lines[0], proc.stderr
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    # In-process: main(argv) is what the console script runs; argparse exits via SystemExit.
+    try:
+        code = train_main([*argv, "--logdir", str(tmp_path)])
+    except SystemExit as e:
+        code = e.code
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], err
+    assert not list(tmp_path.iterdir()), "nothing written for a refused run"
 
 
-def test_corrupt_checkpoints_are_refused(tmp_path):
+def test_console_script_refuses_in_one_line(tmp_path):
+    """Once through a real process: the exit code and stderr a shell sees."""
+    proc = run_cli("a3c.train", "--gamma", "1.5", "--logdir", str(tmp_path))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_corrupt_checkpoints_are_refused(tmp_path, capsys):
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")
-    for cmd in (["a3c.train", "--resume", str(bad)], ["a3c.evaluate", str(bad)]):
-        proc = run_cli(*cmd, "--logdir", str(tmp_path)) if cmd[0] == "a3c.train" else run_cli(*cmd)
-        assert proc.returncode == 2 and "not a readable checkpoint" in proc.stderr, proc.stderr
-        assert "Traceback" not in proc.stderr
+    for main, argv in (
+        (train_main, ["--resume", str(bad), "--logdir", str(tmp_path)]),
+        (evaluate_main, [str(bad)]),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "not a readable checkpoint" in err and err.count("\n") == 1, err
 
 
 def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
@@ -222,6 +239,7 @@ def test_killed_worker_aborts_when_asked(tmp_path):
     assert load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))["env_steps"] > 0
 
 
+@pytest.mark.slow
 def test_non_finite_updates_are_skipped_then_fail_the_worker(trained, tmp_path):
     _, result = trained
     ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")

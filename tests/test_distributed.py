@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from proc_helpers import TESTS, finish, free_port, kill_tree, torchrun
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -34,6 +35,7 @@ def test_node_sync_averages_and_ends_identical(tmp_path):
     assert a["rounds"] == b["rounds"] == 6
 
 
+@pytest.mark.slow
 def test_a3c_two_nodes_learn_one_run(tmp_path):
     port = free_port()
     args = a3c_node(

@@ -52,6 +52,7 @@ def scalars(run_dir: Path) -> dict[str, list[float]]:
 
 
 @needs_mnist
+@pytest.mark.slow
 def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert main(quick_args(tmp_path, "--epochs", "1")) == 0
     out = capsys.readouterr().out

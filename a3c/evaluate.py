@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
+import warnings
 from pathlib import Path
 
+import gymnasium as gym
 import torch
 
 from a3c.envs import make_env
@@ -29,18 +32,69 @@ def load_policy(path: str | Path) -> tuple[torch.nn.Module, str]:
     return model.eval(), str(ckpt["env_id"])
 
 
-def _make_recording_env(env_id: str, folder: str):
-    for module, extra in (("moviepy", "moviepy"), ("pygame", "pygame")):
+def _make_recording_env(env_id: str, folder: str) -> gym.Env:
+    """``env_id`` wrapped in ``RecordVideo``, every episode recorded into ``folder``.
+
+    Everything that can be refused is checked before anything is written, so a bad
+    ``--record`` leaves no empty folder behind: the packages, that the env renders
+    ``rgb_array`` frames, that ``folder`` can be a folder.
+    """
+    for module in ("moviepy", "pygame"):
         if importlib.util.find_spec(module) is None:
             raise UsageError(
-                f"--record needs {extra}: pip install 'hogwild-a3c[video]' (moviepy and pygame)"
+                f'--record needs {module}: pip install "hogwild-a3c[video]" '
+                f'(or, from a checkout, pip install -e ".[video]")'
             )
     from gymnasium.wrappers import RecordVideo
 
+    probe = make_env(env_id)  # asking an env for a mode it lacks only warns, so look first
+    modes = list(probe.metadata.get("render_modes") or [])
+    probe.close()
+    if "rgb_array" not in modes:
+        raise UsageError(
+            f"environment {env_id!r} cannot render rgb_array frames (its render modes: "
+            f"{modes or 'none'}), so it cannot be recorded"
+        )
+    # Frames are drawn off-screen: no window, so no display driver to probe (SDL's probing
+    # prints "error: XDG_RUNTIME_DIR is invalid" on machines without a desktop session).
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     env = make_env(env_id, render_mode="rgb_array")
-    if env.render_mode != "rgb_array":
-        raise UsageError(f"environment {env_id!r} cannot render frames, so it cannot be recorded")
-    return RecordVideo(env, folder, episode_trigger=lambda _: True, disable_logger=True)
+    try:
+        if env.render_mode != "rgb_array":  # it lists the mode but ignored the argument
+            raise UsageError(f"environment {env_id!r} does not honour render_mode='rgb_array'")
+        _video_folder(folder)
+    except BaseException:
+        env.close()
+        raise
+    with warnings.catch_warnings():  # the folder exists now (made above): no news
+        warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+        return RecordVideo(env, folder, episode_trigger=lambda _: True, disable_logger=True)
+
+
+def _video_folder(folder: str) -> None:
+    """Make ``folder`` (and its parents), or say in one line why it cannot be one."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--record {folder}: a file is in the way; give a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"--record {folder}: cannot create the folder ({e.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--record {folder}: the folder is not writable")
+
+
+def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
+    """Close ``env`` (which writes the last video) and return the videos it wrote."""
+    try:
+        env.close()
+    except OSError as e:
+        raise UsageError(f"--record {folder}: writing the video failed ({e})") from None
+    videos = [Path(folder, f"rl-video-episode-{i}.mp4") for i in range(episodes)]
+    videos = [v for v in videos if v.is_file()]
+    if not videos:
+        raise UsageError(f"--record {folder}: the environment rendered no frames, no video written")
+    return videos
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -51,16 +105,19 @@ def _main(args: argparse.Namespace) -> int:
         returns = run_episodes(
             model, env_id, args.episodes, args.seed, greedy=not args.stochastic, env=env
         )
-    finally:
+    except BaseException:
         if env is not None:
             env.close()
+        raise
+    videos = _close_recording(env, args.record, args.episodes) if env is not None else []
     mode = "stochastic" if args.stochastic else "greedy"
     print(
         f"{env_id}: {mode} return {returns.mean():.2f} ± {returns.std():.2f} over "
         f"{args.episodes} episodes (min {returns.min():.1f}, max {returns.max():.1f})"
     )
-    if args.record:
-        print(f"videos in {args.record}")
+    if videos:
+        more = f" ... {videos[-1].name}" if len(videos) > 1 else ""
+        print(f"videos in {args.record}: {videos[0].name}{more}")
     return 0
 
 

@@ -1,0 +1,212 @@
+"""a3c.plot and a3c.evaluate --record on real runs: real training, real PNGs, real MP4s.
+
+Refusals run the CLI in a child process, so the one-line, exit-2 promise is checked on
+what a user's terminal would show (warnings included), not on captured Python objects.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from a3c.evaluate import main as evaluate_main
+from a3c.plot import main as plot_main
+from a3c.train import main as train_main
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+VIDEO_SKIP = 'the [video] extra is not installed: pip install -e ".[video]"'
+PLOT_SKIP = 'the [plot] extra is not installed: pip install -e ".[plot]"'
+
+
+class NoRenderEnv(gym.Env):
+    """CartPole's spaces and no render modes at all: nothing to record."""
+
+    metadata = {"render_modes": []}
+    observation_space = spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = spaces.Discrete(2)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return np.zeros(4, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(4, np.float32), 1.0, True, False, {}
+
+
+if "NoRender-v0" not in gym.registry:
+    gym.register("NoRender-v0", entry_point=NoRenderEnv)
+NO_RENDER_ID = f"{__name__}:NoRender-v0"  # make_env imports this module, which registers it
+
+
+def train(logdir: Path, env: str, seed: int, steps: int, *extra: str) -> Path:
+    """A short real A3C run (1 worker, no evaluator); its run folder."""
+    before = set(logdir.iterdir())
+    argv = ["--env", env, "--workers", "1", "--total-steps", str(steps), "--eval-interval", "0"]
+    argv += ["--log-interval", "0.1", "--seed", str(seed), "--logdir", str(logdir), *extra]
+    assert train_main(argv) == 0
+    (run,) = set(logdir.iterdir()) - before
+    return run
+
+
+@pytest.fixture(scope="module")
+def with_video() -> None:
+    """Skips a test (before any training) where the [video] extra is missing."""
+    pytest.importorskip("moviepy", reason=VIDEO_SKIP)
+
+
+@pytest.fixture(scope="module")
+def with_plot() -> None:
+    """Skips a test (before any training) where the [plot] extra is missing."""
+    pytest.importorskip("matplotlib", reason=PLOT_SKIP)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Two CartPole-v1 runs and one Acrobot-v1 run, all in one logdir."""
+    logdir = tmp_path_factory.mktemp("runs")
+    return {
+        "cartpole1": train(logdir, "CartPole-v1", 1, 10_000),
+        "cartpole2": train(logdir, "CartPole-v1", 2, 10_000),
+        # Random Acrobot episodes last 500 steps: few envs, so some end within the budget.
+        "acrobot": train(logdir, "Acrobot-v1", 1, 6000, "--envs-per-worker", "2"),
+        "logdir": logdir,
+    }
+
+
+def cli(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m args...`` (or ``python -c code args...``) as a user would run it."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
+    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+
+def assert_one_line_exit_2(proc: subprocess.CompletedProcess, message: str) -> None:
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def colour_pixels(png: Path, rgb: tuple[int, int, int]) -> int:
+    """How many pixels of ``png`` are (nearly) the colour ``rgb``."""
+    import matplotlib.image
+
+    image = matplotlib.image.imread(png)[..., :3] * 255
+    return int((np.abs(image - np.array(rgb)).max(axis=-1) < 8).sum())
+
+
+BLUE, ORANGE = (31, 119, 180), (255, 127, 14)  # matplotlib's first two line colours
+
+
+def test_plot_several_runs(with_plot, runs, tmp_path, capsys):
+    import matplotlib.image
+
+    out = tmp_path / "curves.png"
+    assert plot_main([str(runs["cartpole1"]), str(runs["cartpole2"]), "-o", str(out)]) == 0
+    assert f"wrote {out} (2 runs)" in capsys.readouterr().out
+    size = out.stat().st_size
+    print(f"two panels: {size} bytes")
+    assert size > 10_000
+    height, width, _ = matplotlib.image.imread(out).shape
+    assert width > 2 * height, "steps and time side by side"
+    assert colour_pixels(out, BLUE) > 200 and colour_pixels(out, ORANGE) > 200, "both runs drawn"
+
+    one = tmp_path / "time.png"
+    assert plot_main([str(runs["cartpole1"]), "--x", "time", "--smooth", "5", "-o", str(one)]) == 0
+    height, width, _ = matplotlib.image.imread(one).shape
+    assert width < 2 * height, "one panel"
+    assert colour_pixels(one, BLUE) > 100 and colour_pixels(one, ORANGE) == 0
+
+
+def test_plot_folder_gives_one_figure_per_env(with_plot, runs, tmp_path, capsys):
+    out = tmp_path / "figs" / "curves.png"
+    assert plot_main([str(runs["logdir"]), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        "curves_Acrobot-v1.png",
+        "curves_CartPole-v1.png",
+    ], printed
+    for png in out.parent.iterdir():
+        print(f"{png.name}: {png.stat().st_size} bytes")
+        assert png.stat().st_size > 10_000
+    assert f"wrote {out.parent / 'curves_CartPole-v1.png'} (2 runs)" in printed
+    assert f"wrote {out.parent / 'curves_Acrobot-v1.png'} (1 run)" in printed
+
+
+def test_plot_refusals(with_plot, runs, tmp_path):
+    empty = tmp_path / "empty"
+    (empty / "not_a_run").mkdir(parents=True)
+    proc = cli("a3c.plot", str(empty), "-o", str(tmp_path / "x.png"))
+    assert_one_line_exit_2(proc, "not a run folder and holds no run folders")
+
+    # A real event file with other scalars only: a run that never finished an episode.
+    from torch.utils.tensorboard import SummaryWriter
+
+    pointless = tmp_path / "pointless"
+    with SummaryWriter(str(pointless)) as writer:
+        writer.add_scalar("losses/entropy", 0.5, 1)
+    proc = cli("a3c.plot", str(pointless), "-o", str(tmp_path / "x.png"))
+    assert_one_line_exit_2(proc, "no charts/mean_return_100 points")
+
+    no_matplotlib = "import sys; sys.modules['matplotlib'] = None; from a3c.plot import main; "
+    no_matplotlib += "sys.exit(main(sys.argv[1:]))"
+    proc = cli(str(runs["cartpole1"]), "-o", str(tmp_path / "x.png"), code=no_matplotlib)
+    assert_one_line_exit_2(proc, 'pip install -e ".[plot]"')
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_record_writes_a_playable_video(with_video, runs, tmp_path, capfd):
+    try:
+        from moviepy import VideoFileClip  # moviepy 2
+    except ImportError:
+        from moviepy.editor import VideoFileClip  # moviepy 1
+
+    videos = tmp_path / "videos"
+    ckpt = str(runs["cartpole1"] / "checkpoint.pt")
+    assert evaluate_main([ckpt, "--episodes", "1", "--record", str(videos)]) == 0
+    out, err = capfd.readouterr()  # file descriptors: SDL and ffmpeg write there directly
+    assert not err.strip(), err
+    assert f"videos in {videos}: rl-video-episode-0.mp4" in out
+    episode_length = int(float(out.split("greedy return ")[1].split()[0]))  # CartPole: 1 a step
+    (mp4,) = videos.glob("*.mp4")
+    clip = VideoFileClip(str(mp4))
+    try:
+        frames = list(clip.iter_frames())
+        print(f"{mp4.name}: {mp4.stat().st_size} bytes, {len(frames)} frames, {clip.duration} s")
+        assert clip.duration > 0
+        # RecordVideo keeps the frame at reset and one per step.
+        assert abs(len(frames) - (episode_length + 1)) <= 1, (len(frames), episode_length)
+        assert frames[0].shape == (400, 600, 3)  # CartPole's screen
+        assert not np.array_equal(frames[0], frames[-1]), "the cart and pole move"
+    finally:
+        clip.close()
+
+
+def test_record_refusals_leave_nothing_behind(with_video, runs, tmp_path):
+    ckpt = str(runs["cartpole1"] / "checkpoint.pt")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("in the way")
+
+    proc = cli("a3c.evaluate", ckpt, "--episodes", "1", "--record", str(blocker / "videos"))
+    assert_one_line_exit_2(proc, "cannot create the folder")
+    proc = cli("a3c.evaluate", ckpt, "--episodes", "1", "--record", str(blocker))
+    assert_one_line_exit_2(proc, "a file is in the way")
+    assert blocker.read_text() == "in the way"
+
+    videos = tmp_path / "videos"
+    args = ("--episodes", "1", "--env", NO_RENDER_ID, "--record", str(videos))
+    proc = cli("a3c.evaluate", ckpt, *args)
+    assert_one_line_exit_2(proc, "cannot render rgb_array frames")
+
+    no_moviepy = "import sys; sys.modules['moviepy'] = None; from a3c.evaluate import main; "
+    no_moviepy += "sys.exit(main(sys.argv[1:]))"
+    proc = cli(ckpt, "--record", str(videos), code=no_moviepy)
+    assert_one_line_exit_2(proc, 'pip install -e ".[video]"')
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"], "nothing half-written"

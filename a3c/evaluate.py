@@ -12,7 +12,7 @@ from pathlib import Path
 import gymnasium as gym
 import torch
 
-from a3c.envs import make_env
+from a3c.envs import env_spaces, make_env
 from a3c.evaluation import run_episodes
 from a3c.model import ModelSpec
 from hogwild.checkpoint import load_checkpoint
@@ -99,7 +99,15 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
 
 def _main(args: argparse.Namespace) -> int:
     model, env_id = load_policy(args.checkpoint)
-    env_id = args.env or env_id
+    if args.env and args.env != env_id:
+        spaces = env_spaces(args.env)
+        if spaces != (model.obs_dim, model.n_actions):
+            raise UsageError(
+                f"--env {args.env} has {spaces[0]} observation values and {spaces[1]} actions;"
+                f" the policy in {args.checkpoint} takes {model.obs_dim} and picks one of"
+                f" {model.n_actions} ({env_id})"
+            )
+        env_id = args.env
     env = _make_recording_env(env_id, args.record) if args.record else None
     try:
         returns = run_episodes(

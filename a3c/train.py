@@ -30,7 +30,7 @@ from a3c.model import ModelSpec
 from a3c.normalize import RunningMeanStd
 from a3c.telemetry import RunStats, consume, drain, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
-from hogwild.checkpoint import load_checkpoint, save_checkpoint
+from hogwild.checkpoint import load_checkpoint, save_checkpoint_or_warn
 from hogwild.cli import run_cli
 from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
@@ -447,6 +447,11 @@ class Trainer:
         return self.buffers
 
     def _checkpoint(self, name: str, snapshot: Snapshot | None = None, **extra) -> Path | None:
+        """Save ``name`` in the run folder; None when not rank 0 or when the write failed.
+
+        A failed write (disk full, folder gone) is one warning line and the run goes on:
+        the atomic write kept the previous file intact, and the next write may succeed.
+        """
         if self.rundir is None:
             return None
         self._current_buffers()
@@ -457,7 +462,7 @@ class Trainer:
             if "buffers" in snapshot:
                 flatten_buffers(model).copy_(snapshot["buffers"])
             state = model.state_dict()
-        return save_checkpoint(
+        return save_checkpoint_or_warn(
             {
                 "model": state,
                 "optimizer": self.optimizer.state_dict(),
@@ -470,6 +475,8 @@ class Trainer:
                 **extra,
             },
             self.rundir.path / name,
+            "a3c.train",
+            self.progress.print,
         )
 
     def _stop_workers(self) -> None:

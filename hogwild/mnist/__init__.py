@@ -17,6 +17,10 @@ Two more ways to run the same model on the same data (see ``--help``):
   in the averaging rounds until the totals say all nodes are; a last exact round then
   leaves every node with the same model, which rank 0 alone tests, logs and checkpoints.
 
+From Python: ``train(MnistConfig(workers=2, epochs=1))`` runs what the command line
+does (every flag is a keyword of :class:`MnistConfig`) and returns a :class:`RunResult`;
+a bad setting or an unusable path raises :class:`hogwild.errors.UsageError`.
+
 Modules: ``trainer`` (hogwild mode's main process), ``worker`` (its workers),
 ``multinode`` (the torchrun rounds), ``ddp`` and ``ddp_rank`` (``--mode ddp``: parent
 and ranks), ``model``, ``data``, ``config``, ``checkpoints``, ``report``, ``live_eval``

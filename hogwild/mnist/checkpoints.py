@@ -1,13 +1,21 @@
-"""The app's checkpoint format: one layout for both modes, and what ``--resume`` accepts."""
+"""The app's checkpoint format: one layout for both modes, what ``--resume`` accepts, and
+where a run may write."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
-from hogwild.checkpoint import load_checkpoint, save_checkpoint
+from hogwild.checkpoint import (
+    check_file_writable,
+    check_writable,
+    load_checkpoint,
+    save_checkpoint_or_warn,
+)
+from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.rundir import config_dict
@@ -40,6 +48,24 @@ def load_resume(cfg: MnistConfig) -> dict[str, Any]:
     return ck
 
 
+def check_output_paths(cfg: MnistConfig) -> None:
+    """Refuse an unusable run folder or ``--checkpoint`` path now, as one line (exit 2).
+
+    Called before the data is read (or downloaded) and before any worker or DDP rank
+    starts, and leaving no trace, so a refused run never leaves a half-made run folder
+    behind. Only the process that will write them checks (rank 0 under torchrun).
+    """
+    if launched_by_torchrun() and os.environ.get("RANK") != "0":
+        return
+    run_dir = Path(cfg.resume).parent if cfg.resume else None
+    if run_dir is not None and (run_dir / "config.json").is_file():
+        check_writable(run_dir, "run folder being resumed")  # the run logs on into it
+    else:
+        check_writable(cfg.logdir, "--logdir folder")
+    if cfg.checkpoint is not None:
+        check_file_writable(cfg.checkpoint, "--checkpoint file")
+
+
 def save_run_checkpoint(
     path: Path,
     cfg: MnistConfig,
@@ -51,10 +77,14 @@ def save_run_checkpoint(
     elapsed: float,
     final: tuple[float, float] | None,
     milestones: dict[float, tuple[float, int]],
-) -> Path:
+) -> Path | None:
     """Both modes write this layout (``optimizers``: hogwild mode's one state per worker, or
-    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it."""
-    return save_checkpoint(
+    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it.
+
+    A failed write is one warning line on stderr and None: the run goes on (the next
+    epoch's write may succeed) and the previous checkpoint stays intact.
+    """
+    return save_checkpoint_or_warn(
         {
             "format": CHECKPOINT_FORMAT,
             "version": 1,
@@ -69,4 +99,5 @@ def save_run_checkpoint(
             "milestones": {str(k): list(v) for k, v in milestones.items()},
         },
         path,
+        PROG,
     )

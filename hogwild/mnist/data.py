@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 import torch
 
+from hogwild.checkpoint import check_writable, make_dirs, os_reason
 from hogwild.errors import UsageError
 
 if TYPE_CHECKING:
@@ -305,22 +306,43 @@ def _stderr(msg: str) -> None:
 def _fetch(opener: Opener, url: str, timeout: float, dest: Path, md5: str) -> str | None:
     """Download url to dest atomically; return None on success or a short failure reason.
 
-    Network errors other than HTTP errors are raised (the caller skips that mirror).
+    Network errors other than HTTP errors are raised (the caller skips that mirror). A
+    local write error (disk full, folder gone) is a UsageError: no mirror can fix it.
     """
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    except OSError as e:
+        raise _cannot_write(dest, e) from None
     tmp = Path(tmp_name)
     try:
         digest = hashlib.md5()
         with os.fdopen(fd, "wb") as out, opener(url, timeout) as resp:
             while chunk := resp.read(1 << 20):
                 digest.update(chunk)
-                out.write(chunk)
+                try:
+                    out.write(chunk)
+                except OSError as e:
+                    raise _cannot_write(dest, e) from None
+            try:
+                out.flush()
+            except OSError as e:
+                raise _cannot_write(dest, e) from None
         if digest.hexdigest() != md5:
             return f"{url}: MD5 {digest.hexdigest()} != expected {md5}"
-        os.replace(tmp, dest)
+        try:
+            os.replace(tmp, dest)
+        except OSError as e:
+            raise _cannot_write(dest, e) from None
         return None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _cannot_write(dest: Path, e: OSError) -> UsageError:
+    return UsageError(
+        f"cannot write {dest} ({os_reason(e)}); "
+        + _where_to_put(dest.parent, [dest.name.removesuffix(".gz")])
+    )
 
 
 def download_mnist(
@@ -343,13 +365,12 @@ def download_mnist(
     missing = _missing(data_dir)
     if not missing:
         return
+    # An unusable folder is the user's to fix, before any network traffic: one line.
     try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise UsageError(
-            f"cannot create MNIST data dir {data_dir}: {e.strerror or e}; "
-            + _where_to_put(data_dir, missing)
-        ) from None
+        check_writable(data_dir, "MNIST data folder")
+    except UsageError as e:
+        raise UsageError(f"{e}; {_where_to_put(data_dir, missing)}") from None
+    make_dirs(data_dir, "MNIST data folder")
 
     dead: set[str] = set()
     still_missing: list[str] = []

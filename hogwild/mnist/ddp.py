@@ -36,7 +36,7 @@ from torch.multiprocessing.spawn import (
 
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.mnist.checkpoints import load_resume
+from hogwild.mnist.checkpoints import check_output_paths, load_resume
 from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.mnist.data import load_data
 from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main
@@ -60,6 +60,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
         raise UsageError(
             "--eval-interval is for --mode hogwild (in ddp mode rank 0 tests after each epoch)"
         )
+    check_output_paths(cfg)  # rank 0 writes them: fail here, in one line, before it starts
     state = _resume_state(cfg) if cfg.resume else None
     if state is not None and state["epoch"] >= cfg.epochs:
         progress.print(

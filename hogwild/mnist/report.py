@@ -83,7 +83,7 @@ def test_and_log(
         },
         samples,
     )
-    rundir.writer.flush()
+    rundir.flush()
     line = (
         f"epoch {epoch}: test loss {loss:.4f}, accuracy {acc:.2f}% ({correct}/{n_test}), "
         f"{rate_text(rate)} samples/s, {train_time:.1f} s"

@@ -25,7 +25,7 @@ from hogwild.distributed import NodeFailure, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import resolve_device
 from hogwild.flat import flatten_parameters
-from hogwild.mnist.checkpoints import load_resume, save_run_checkpoint
+from hogwild.mnist.checkpoints import check_output_paths, load_resume, save_run_checkpoint
 from hogwild.mnist.config import PROG, MnistConfig, epoch_lr
 from hogwild.mnist.data import load_data
 from hogwild.mnist.live_eval import LiveEvaluation
@@ -110,6 +110,7 @@ class Trainer:
             raise UsageError(f"start method {cfg.start_method!r} is not available here")
         if cfg.eval_interval > 0:
             resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
+        check_output_paths(cfg)  # fail now, not after the data is read
 
     def _restore(self, ck: dict[str, Any]) -> None:
         """Load weights and every worker's optimizer state in place (shared storage kept)."""

@@ -16,7 +16,7 @@ import torch
 from a3c.config import A3CConfig
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
-from hogwild.rundir import RunDir
+from hogwild.rundir import RunDir, Status
 
 #: Per-message scalars, summed over the updates a message covers.
 STATS = (
@@ -150,11 +150,15 @@ def write_logs(run: RunDir, stats: RunStats, step: int, dt: float, steps: int) -
 
 def status_line(
     cfg: A3CConfig, stats: RunStats, steps: int, elapsed: float, start_steps: int
-) -> str:
+) -> Status:
+    """The console's view: env steps against the budget, and how close to solved."""
     rate = (steps - start_steps) / max(elapsed, 1e-9)
-    left = max(cfg.total_steps - steps, 0) / max(rate, 1e-9)
-    return (
-        f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  "
-        f"episodes {stats.episodes:,}  mean return(100) {stats.mean_100:.1f}  "
-        f"elapsed {elapsed:.0f}s  ETA {left:.0f}s"
+    target = "" if cfg.target_return is None else f" / target {cfg.target_return:g}"
+    solved = f"mean return(100) {stats.mean_100:.1f}{target}, episodes {stats.episodes:,}"
+    return Status(
+        line=f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  {solved}  "
+        f"elapsed {elapsed:.0f}s",
+        done=steps,
+        total=cfg.total_steps,
+        postfix=solved,
     )

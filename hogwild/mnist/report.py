@@ -11,7 +11,7 @@ from torch import nn
 
 from hogwild.mnist.config import MnistConfig, epoch_lr
 from hogwild.mnist.model import evaluate
-from hogwild.rundir import RunDir
+from hogwild.rundir import RunDir, Status
 
 MILESTONES = (98.0, 99.0)  # test accuracies (%) whose first arrival time is reported
 
@@ -37,11 +37,19 @@ def rate_text(rate: float) -> str:
     return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"
 
 
-def progress_line(epoch: int, epochs: int, samples: int, loss: float, rate: float) -> str:
-    """The live line of an epoch in progress (``epoch`` counts from 0)."""
-    return (
-        f"epoch {epoch + 1}/{epochs}: {samples:,} samples, "
-        f"train loss {loss:.4f}, {rate_text(rate)} samples/s"
+def progress_line(
+    epoch: int, epochs: int, samples: int, loss: float, rate: float, per_epoch: int | None = None
+) -> Status:
+    """The live status of an epoch in progress (``epoch`` counts from 0); on a terminal, a
+    bar of this epoch's samples out of ``per_epoch``."""
+    text = f"epoch {epoch + 1}/{epochs}, train loss {loss:.4f}"
+    return Status(
+        line=f"epoch {epoch + 1}/{epochs}: {samples:,} samples, "
+        f"train loss {loss:.4f}, {rate_text(rate)} samples/s",
+        done=samples,
+        total=per_epoch,
+        postfix=text,
+        unit="sample",
     )
 
 

@@ -214,7 +214,13 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
 
 
 #: Words in Gymnasium's "not installed" messages -> this project's extra that installs it.
-EXTRAS = {"box2d": "box2d", "mujoco": "mujoco", "ale": "atari", "atari": "atari"}
+EXTRAS = {
+    "box2d": "box2d",
+    "mujoco": "mujoco",
+    "ale": "atari",
+    "atari": "atari",
+    "minatar": "minatar",
+}
 
 
 def _missing_package_message(env_id: str, e: BaseException) -> str:

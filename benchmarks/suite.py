@@ -3,6 +3,8 @@
     python benchmarks/suite.py                                 # the whole suite, 3 seeds
     python benchmarks/suite.py --envs Acrobot-v1 --seeds 1 2
     python benchmarks/suite.py --set normalize_reward=false    # an A/B of a setting
+    python benchmarks/suite.py --logdir runs/suite     # keep the runs, then:
+    python -m a3c.plot runs/suite -o docs/curves.png   # one figure per env
 
 Protocol (shared/BENCHMARKS.md): wall time from the start of training until the mean
 return of the last 100 training episodes, all workers together, first reaches the env's
@@ -101,6 +103,9 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--budget", type=float, default=None, help="seconds per run (default: per env)")
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override settings")
+    p.add_argument(
+        "--logdir", default=None, help="keep the runs here (for a3c.plot); default: deleted"
+    )
     args = p.parse_args()
     extra = parse_set(args.set)
     print(
@@ -109,7 +114,8 @@ def main() -> None:
         flush=True,
     )
     lines = []
-    with tempfile.TemporaryDirectory() as logdir:
+    with tempfile.TemporaryDirectory() as scratch:
+        logdir = args.logdir or scratch
         for env in args.envs:
             budget = args.budget or SUITE.get(env, 300)
             try:

@@ -115,7 +115,7 @@ class ActorCritic(nn.Module):
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         x = obs
         if self.normalize_obs:
-            x = ((x - self.obs_mean) / self.obs_std).clamp(-OBS_CLIP, OBS_CLIP)
+            x = (x - self.obs_mean).div_(self.obs_std).clamp_(-OBS_CLIP, OBS_CLIP)
         act = self._act
         for layer in trunk:
             x = act(F.linear(x, layer.weight, layer.bias))

@@ -239,12 +239,14 @@ def _unknown_id_message(env_id: str, name: str, e: BaseException) -> str:
     msg = f"unknown environment id {env_id!r}"
     if isinstance(e, gym.error.DeprecatedEnv):
         return f"{msg}: {_one_line(e)}"
+    if ":" in env_id:
+        msg += f"; module {env_id.rpartition(':')[0]!r} imported but did not register {name!r}"
     close = _close_ids(name)
     if close:
         return f"{msg}; did you mean {' or '.join(repr(c) for c in close)}?"
     if ":" not in env_id:
         return f"{msg}; for an env registered by your own module use 'module:{name}'"
-    return f"{msg}; module {env_id.rpartition(':')[0]!r} imported but did not register {name!r}"
+    return msg
 
 
 def _adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:

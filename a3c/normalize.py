@@ -79,6 +79,11 @@ class RunningMeanStd:
             return torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)
         return torch.from_numpy(m[1 : 1 + d]), torch.from_numpy(m[1 + d :] / n)
 
+    def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mean, sqrt(variance + eps))``: what observations are normalised with."""
+        mean, var = self.mean_var()
+        return mean, (var + EPS).sqrt()
+
     def load(self, merged: torch.Tensor) -> None:
         """Start from saved statistics (a resumed run): they become row 0, the rest empty."""
         merged = torch.as_tensor(merged, dtype=torch.float64)

@@ -442,8 +442,7 @@ class Trainer:
     def _current_buffers(self) -> torch.Tensor:
         """The model's buffers (observation mean/std) as the workers now compute them."""
         if self.obs_rms is not None:
-            mean, var = self.obs_rms.mean_var()
-            self.model.set_obs_stats(mean, (var + 1e-8).sqrt())
+            self.model.set_obs_stats(*self.obs_rms.mean_std())
         return self.buffers
 
     def _checkpoint(self, name: str, snapshot: Snapshot | None = None, **extra) -> Path | None:

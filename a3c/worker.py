@@ -65,8 +65,7 @@ def run_worker(
         while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)
             if obs_rms is not None:
-                mean, var = obs_rms.mean_var()
-                model.set_obs_stats(mean, (var + 1e-8).sqrt())
+                model.set_obs_stats(*obs_rms.mean_std())
             final_obs: list[np.ndarray] = []
             with torch.no_grad():
                 for t in range(T):

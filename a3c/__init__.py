@@ -10,7 +10,7 @@ The Python API (``python -m a3c.train`` and ``python -m a3c.evaluate`` run the s
 
 Names are imported on first use, so ``import a3c`` stays light (no torch, no gymnasium).
 ``a3c.train`` and ``a3c.evaluate`` are the functions even after their modules (the
-commands) are imported; ``from a3c.train import Trainer`` still reaches the module.
+commands) are imported; ``from a3c.train import A3CRun`` still reaches the module.
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ if TYPE_CHECKING:
 
     from a3c.config import A3CConfig
     from a3c.presets import config_for
-    from a3c.train import RunResult, train
+    from a3c.train import A3CResult, train
 
-__all__ = ["A3CConfig", "RunResult", "config_for", "evaluate", "train"]
+__all__ = ["A3CConfig", "A3CResult", "config_for", "evaluate", "train"]
 
 #: name -> the module that defines it, imported when the name is first used.
 _LAZY = {
     "A3CConfig": "a3c.config",
-    "RunResult": "a3c.train",
+    "A3CResult": "a3c.train",
     "config_for": "a3c.presets",
     "train": "a3c.train",
 }

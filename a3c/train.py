@@ -52,7 +52,7 @@ STALL_S = 30.0
 
 
 @dataclasses.dataclass
-class RunResult:
+class A3CResult:
     run_dir: Path | None
     env_steps: int
     wall_time: float
@@ -63,7 +63,7 @@ class RunResult:
     exit_code: int
 
 
-def train(cfg: A3CConfig) -> RunResult:
+def train(cfg: A3CConfig) -> A3CResult:
     """Run A3C to the end (budget, time, target, signal or failure) and say how it went.
 
     The calling process runs single-threaded while workers are forked (see
@@ -71,12 +71,12 @@ def train(cfg: A3CConfig) -> RunResult:
     """
     threads = torch.get_num_threads()
     try:
-        return Trainer(cfg).run()
+        return A3CRun(cfg).run()
     finally:
         torch.set_num_threads(threads)
 
 
-class Trainer:
+class A3CRun:
     """The main process of one run (one node's, under ``torchrun``)."""
 
     def __init__(self, cfg: A3CConfig) -> None:
@@ -197,7 +197,7 @@ class Trainer:
         return Path(path).parent
 
     # -- the loop --------------------------------------------------------------------
-    def run(self) -> RunResult:
+    def run(self) -> A3CResult:
         stats = self.stats
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
@@ -240,7 +240,7 @@ class Trainer:
                 + (f", solved after {solved[0]:.1f} s / {solved[1]} steps" if solved else "")
                 + (f"; checkpoint {path}" if path else "")
             )
-        return RunResult(
+        return A3CResult(
             self.rundir.path if self.rundir else None,
             self.global_steps,
             self.wall,

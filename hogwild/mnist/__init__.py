@@ -18,7 +18,7 @@ Two more ways to run the same model on the same data (see ``--help``):
   leaves every node with the same model, which rank 0 alone tests, logs and checkpoints.
 
 From Python: ``train(MnistConfig(workers=2, epochs=1))`` runs what the command line
-does (every flag is a keyword of :class:`MnistConfig`) and returns a :class:`RunResult`;
+does (every flag is a keyword of :class:`MnistConfig`) and returns a :class:`MnistResult`;
 a bad setting or an unusable path raises :class:`hogwild.errors.UsageError`.
 
 Modules: ``trainer`` (hogwild mode's main process), ``worker`` (its workers),
@@ -31,7 +31,7 @@ from hogwild.mnist.cli import main
 from hogwild.mnist.config import MnistConfig
 from hogwild.mnist.model import ConvNet, ExampleNet, build_model
 from hogwild.mnist.multinode import params_digest
-from hogwild.mnist.report import RunResult
+from hogwild.mnist.report import MnistResult
 from hogwild.mnist.trainer import train
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, shard_indices, train_worker
 
@@ -41,7 +41,7 @@ __all__ = [
     "EpochPlan",
     "ExampleNet",
     "MnistConfig",
-    "RunResult",
+    "MnistResult",
     "build_model",
     "main",
     "make_optimizer",

@@ -41,7 +41,7 @@ from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.mnist.data import load_data
 from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main
 from hogwild.mnist.model import build_model
-from hogwild.mnist.report import RunResult
+from hogwild.mnist.report import MnistResult
 from hogwild.procs import StopFlag
 from hogwild.rundir import Progress
 from hogwild.shutdown import GracefulShutdown
@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 GRACE_S = 5.0  # after a rank fails: how long the others get to exit before SIGTERM, SIGKILL
 
 
-def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
+def train_ddp(cfg: MnistConfig, out: Any = None) -> MnistResult:
     """Run ``--mode ddp``: spawn the ranks, relay rank 0's console lines, stop them cleanly."""
     progress = Progress(stream=out or sys.stdout)
     if launched_by_torchrun():
@@ -67,14 +67,14 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
             f"{cfg.resume} already holds {state['epoch']} epochs (--epochs {cfg.epochs}): "
             "nothing to train"
         )
-        return RunResult(0, None, None, state["epoch"], state["samples"])
+        return MnistResult(0, None, None, state["epoch"], state["samples"])
     data = load_data(cfg)
 
     ctx = mp.get_context("spawn")
     stop = StopFlag(ctx)
     messages = ctx.SimpleQueue()
     args = (cfg, data, _free_port(), state, stop, messages, os.getpid())
-    result: RunResult | None = None
+    result: MnistResult | None = None
     exit_code = 0
     with GracefulShutdown(on_request=stop.set) as shutdown:
         context = mp.start_processes(
@@ -98,7 +98,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> RunResult:
             _reap(context)
             progress.close()
     if result is None:
-        result = RunResult(exit_code, None, None, 0, 0)
+        result = MnistResult(exit_code, None, None, 0, 0)
     if exit_code:
         result.exit_code = exit_code
     if shutdown.requested:
@@ -137,7 +137,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _relay(messages: Any, progress: Progress) -> RunResult | None:
+def _relay(messages: Any, progress: Progress) -> MnistResult | None:
     """Print what rank 0 sent; return its final result if it came."""
     result = None
     while not messages.empty():

@@ -29,7 +29,7 @@ from hogwild.mnist.config import MnistConfig, epoch_lr
 from hogwild.mnist.data import MnistData
 from hogwild.mnist.model import build_model, channels_last
 from hogwild.mnist.report import (
-    RunResult,
+    MnistResult,
     final_metrics,
     milestone_lines,
     progress_line,
@@ -194,7 +194,7 @@ class _Rank:
         self._print(f"checkpoint: {self.checkpoint_path}")
         for line in milestone_lines(self.milestones):
             self._print(line)
-        result = RunResult(
+        result = MnistResult(
             exit_code=143 if stopped else 0,  # the parent puts its own signal's code
             run_dir=self.rundir.path if self.rundir else None,
             checkpoint=self.checkpoint_path,

@@ -17,7 +17,7 @@ MILESTONES = (98.0, 99.0)  # test accuracies (%) whose first arrival time is rep
 
 
 @dataclass
-class RunResult:
+class MnistResult:
     """What a finished (or stopped) run reports, for tests and benchmarks."""
 
     exit_code: int
@@ -69,7 +69,7 @@ def test_and_log(
 ) -> tuple[tuple[float, float], str, dict[str, float]]:
     """Score the test set after ``epoch``; note milestones and write TensorBoard.
 
-    Returns (test loss, accuracy %), the console line and the :attr:`RunResult.history`
+    Returns (test loss, accuracy %), the console line and the :attr:`MnistResult.history`
     entry, so that both modes test, log and remember an epoch alike.
     """
     t = time.monotonic()

@@ -32,7 +32,7 @@ from hogwild.mnist.live_eval import LiveEvaluation
 from hogwild.mnist.model import build_model
 from hogwild.mnist.multinode import NodeRounds
 from hogwild.mnist.report import (
-    RunResult,
+    MnistResult,
     final_metrics,
     milestone_lines,
     progress_line,
@@ -48,7 +48,7 @@ from hogwild.shutdown import GracefulShutdown
 log = logging.getLogger(__name__)
 
 
-class Trainer:
+class MnistRun:
     """The main process: builds the shared model, runs one worker generation per epoch."""
 
     def __init__(self, cfg: MnistConfig, out: Any = None) -> None:
@@ -151,7 +151,7 @@ class Trainer:
         ctx = mp.get_context(cfg.start_method)
         self.pool = BufferPool(TELEMETRY, producers=cfg.workers, slots=4, ctx=ctx)
 
-    def run(self, shutdown: GracefulShutdown) -> RunResult:
+    def run(self, shutdown: GracefulShutdown) -> MnistResult:
         """Train from ``start_epoch`` to ``cfg.epochs`` (or a stop); checkpoint; report."""
         cfg = self.cfg
         self.shutdown = shutdown
@@ -160,9 +160,9 @@ class Trainer:
                 f"{cfg.resume} already holds {self.start_epoch} epochs (--epochs {cfg.epochs}): "
                 "nothing to train"
             )
-            return RunResult(0, None, None, self.start_epoch, self.samples)
+            return MnistResult(0, None, None, self.start_epoch, self.samples)
         self._open_run()
-        result = RunResult(0, self.rundir.path, None, self.start_epoch, self.samples)
+        result = MnistResult(0, self.rundir.path, None, self.start_epoch, self.samples)
         self._print(self._banner())
         self._t0 = time.monotonic() - self.elapsed0
         epoch, final, saved = self.start_epoch, None, True
@@ -332,7 +332,7 @@ class Trainer:
         return reached
 
     def _end_epoch(
-        self, epoch: int, train_time: float, result: RunResult
+        self, epoch: int, train_time: float, result: MnistResult
     ) -> tuple[float, float] | None:
         """Test, log and checkpoint (rank 0 alone; other nodes return None)."""
         cfg = self.cfg
@@ -449,7 +449,7 @@ class _NoRunDir:
         pass
 
 
-def train(cfg: MnistConfig, out: Any = None) -> RunResult:
+def train(cfg: MnistConfig, out: Any = None) -> MnistResult:
     """Run training with graceful Ctrl-C/SIGTERM handling; the programmatic entry point.
 
     ``out`` receives the console lines (default stdout). The caller's torch thread count
@@ -461,7 +461,7 @@ def train(cfg: MnistConfig, out: Any = None) -> RunResult:
         return train_ddp(cfg, out)
     threads = torch.get_num_threads()
     try:
-        trainer = Trainer(cfg, out)
+        trainer = MnistRun(cfg, out)
         try:
             with GracefulShutdown(
                 on_force=trainer.kill_all, on_request=trainer.request_stop

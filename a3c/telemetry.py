@@ -105,17 +105,6 @@ class RunStats:
         return float(np.mean(self.recent)) if self.recent else float("nan")
 
 
-def consume(pool: BufferPool, slot: int, stats: RunStats) -> None:
-    stats.add(pool.view(slot))
-    pool.release(slot)
-
-
-def drain(pool: BufferPool, stats: RunStats) -> None:
-    for rank in range(pool.producers):
-        while (slot := pool.take(rank, 0)) is not None:
-            consume(pool, slot, stats)
-
-
 def write_logs(run: RunDir, stats: RunStats, step: int, dt: float, steps: int) -> None:
     w = stats.window
     if stats.window_returns:

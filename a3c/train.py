@@ -15,7 +15,6 @@ import logging
 import math
 import sys
 import time
-from multiprocessing.connection import wait
 from pathlib import Path
 
 import gymnasium as gym
@@ -28,7 +27,7 @@ from a3c.envs import env_spaces
 from a3c.evaluation import build_model, score_greedy
 from a3c.model import ModelSpec
 from a3c.normalize import RunningMeanStd
-from a3c.telemetry import RunStats, consume, drain, status_line, telemetry_layout, write_logs
+from a3c.telemetry import RunStats, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint, save_checkpoint_or_warn
 from hogwild.cli import run_cli
@@ -41,6 +40,7 @@ from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
 from hogwild.rundir import Progress, RunDir
 from hogwild.shutdown import GracefulShutdown
+from hogwild.supervise import Supervisor
 
 log = logging.getLogger("a3c.train")
 
@@ -137,6 +137,14 @@ class A3CRun:
             slots=4,
             ctx=mp.get_context(cfg.start_method),
         )
+        self.evaluator: Evaluator | None = None
+        self.supervisor = Supervisor(
+            self.pool,
+            self.stats.add,
+            extra=lambda: self.evaluator.waitables() if self.evaluator else (),
+            on_stop=lambda: self.evaluator and self.evaluator.group.stop_event.set(),
+            on_kill=lambda: self.evaluator and self.evaluator.group.kill_now(),
+        )
         self.group = WorkerGroup(
             run_worker,
             (
@@ -155,9 +163,8 @@ class A3CRun:
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
-            on_restart=self._on_restart,
+            on_restart=self.supervisor.restarted,
         )
-        self.evaluator = None
         if cfg.eval_interval > 0 and self.is_main:
             self.evaluator = Evaluator(
                 functools.partial(build_model, self.spec.to_dict()),
@@ -202,18 +209,18 @@ class A3CRun:
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
         reason, exit_code = "step budget reached", 0
-        with GracefulShutdown(on_force=self._kill_all, on_request=self._stop_workers) as shutdown:
+        sup = self.supervisor
+        with GracefulShutdown(on_force=sup.kill_all, on_request=sup.request_stop) as shutdown:
             self.t0 = time.monotonic()
-            self.group.start()
+            sup.start(self.group)
             if self.evaluator is not None:
                 self.evaluator.start()
             self.last_log = self.last_eval = self.last_ckpt = self.last_progress = self.t0
             self.log_steps = self.global_steps
             try:
                 while True:
-                    ready = wait(self._waitables(), timeout=0.1)
-                    self.consume(ready)
-                    self.group.check(ready)
+                    ready = sup.wait(timeout=0.1)
+                    self._count_steps()
                     now = time.monotonic()
                     local = self._evaluate(ready, now) or self._check_solved(now)
                     self._log(now)
@@ -251,24 +258,10 @@ class A3CRun:
             exit_code,
         )
 
-    def _waitables(self) -> list:
-        waitables = [*self.pool.readers(), *self.group.sentinels()]
-        if self.evaluator is not None:
-            waitables += self.evaluator.waitables()
-        return waitables
-
-    def consume(self, ready: list) -> None:
-        for reader in ready:
-            rank = self.pool.owner(reader)
-            if rank is not None:
-                while (slot := self.pool.take(rank, 0)) is not None:
-                    consume(self.pool, slot, self.stats)
+    def _count_steps(self) -> None:
+        """Fold this node's new env steps (from telemetry) into the global count."""
         self.global_steps += self.stats.env_steps - self.start_steps - self._synced_local
         self._synced_local = self.stats.env_steps - self.start_steps
-
-    def _on_restart(self, rank: int) -> None:
-        for slot in self.pool.reset_producer(rank):
-            consume(self.pool, slot, self.stats)
 
     def _evaluate(self, ready: list, now: float) -> str | None:
         if self.evaluator is None:
@@ -380,8 +373,7 @@ class A3CRun:
         return None
 
     def _finish(self, final_round: bool) -> Path | None:
-        self.group.stop(timeout=5.0, drain=lambda: drain(self.pool, self.stats))
-        drain(self.pool, self.stats)
+        self.supervisor.stop_workers(timeout=5.0)
         if self.evaluator is not None:
             self.evaluator.stop()
         self.pool.close()
@@ -477,16 +469,6 @@ class A3CRun:
             "a3c.train",
             self.progress.print,
         )
-
-    def _stop_workers(self) -> None:
-        self.group.stop_event.set()
-        if self.evaluator is not None:
-            self.evaluator.group.stop_event.set()
-
-    def _kill_all(self) -> None:
-        self.group.kill_now()
-        if self.evaluator is not None:
-            self.evaluator.group.kill_now()
 
 
 def _reward_threshold(env_id: str) -> float | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
 from hogwild.rundir import Progress, RunDir
 from hogwild.shutdown import GracefulShutdown
+from hogwild.supervise import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ class MnistRun:
 
         self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
         self.group: WorkerGroup | None = None
+        self.supervisor: Supervisor | None = None
         self.live_eval: LiveEvaluation | None = None
         self.progress = Progress(stream=self.out)
         self._epoch, self._epoch_samples = 0, 0
@@ -150,6 +151,12 @@ class MnistRun:
             self.rundir = _NoRunDir()
         ctx = mp.get_context(cfg.start_method)
         self.pool = BufferPool(TELEMETRY, producers=cfg.workers, slots=4, ctx=ctx)
+        self.supervisor = Supervisor(
+            self.pool,
+            self._consume,
+            extra=lambda: self.live_eval.waitables() if self.live_eval else (),
+            on_kill=lambda: self.live_eval and self.live_eval.kill_now(),
+        )
 
     def run(self, shutdown: GracefulShutdown) -> MnistResult:
         """Train from ``start_epoch`` to ``cfg.epochs`` (or a stop); checkpoint; report."""
@@ -267,25 +274,20 @@ class MnistRun:
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=self.policy,
-            on_restart=self._on_restart,
+            on_restart=self.supervisor.restarted,
         )
         self._epoch_samples, self._epoch = 0, epoch
         if self.rounds is not None:
             self.rounds.start_epoch()
         self.model.train()
         start = time.monotonic()
-        self.group.start()
+        self.supervisor.start(self.group)
         while not self._epoch_over():
-            waitables = [*self.pool.readers(), *self.group.sentinels()]
-            if self.live_eval is not None:
-                waitables += self.live_eval.waitables()
-            ready = wait(waitables, timeout=0.25 if self.rounds is None else 0.05)
-            self._drain()
-            self.group.check(ready)
+            ready = self.supervisor.wait(timeout=0.25 if self.rounds is None else 0.05)
             if self.live_eval is not None:
                 self.live_eval.poll(ready, self.samples)
             self._show_progress(start)
-        self._drain()
+        self.supervisor.drain()
         train_time = time.monotonic() - start
         # Every shard done counts even if a stop request came in meanwhile: nothing is lost.
         completed = self.group.finished
@@ -379,17 +381,6 @@ class MnistRun:
             self.samples,
         )
 
-    def _drain(self) -> None:
-        for producer in range(self.pool.producers):
-            while (slot := self.pool.take(producer, 0)) is not None:
-                self._consume(self.pool.view(slot))
-                self.pool.release(slot)
-
-    def _on_restart(self, rank: int) -> None:
-        # Read what the dead worker had sent but we had not taken; its slots are free again.
-        for slot in self.pool.reset_producer(rank):
-            self._consume(self.pool.view(slot))
-
     def _show_progress(self, start: float) -> None:
         if not self._loss_window:
             return
@@ -416,22 +407,19 @@ class MnistRun:
         )
 
     def _stop_workers(self) -> None:
-        if self.group is not None:
-            self.group.stop(timeout=5.0, drain=self._drain)
-            self._drain()
-            self.group = None
+        if self.supervisor is not None:
+            self.supervisor.stop_workers(timeout=5.0)
+        self.group = None
 
     def request_stop(self) -> None:
         """First Ctrl-C/SIGTERM: raise the stop flag now, so a signalled worker is not restarted."""
-        if self.group is not None:
-            self.group.stop_event.set()
+        if self.supervisor is not None:
+            self.supervisor.request_stop()
 
     def kill_all(self) -> None:
         """Second Ctrl-C: kill every child at once."""
-        if self.group is not None:
-            self.group.kill_now()
-        if self.live_eval is not None:
-            self.live_eval.kill_now()
+        if self.supervisor is not None:
+            self.supervisor.kill_all()
 
     def _print(self, text: str) -> None:
         self.progress.print(text)

@@ -258,3 +258,18 @@ def score_probe_buffers(model: nn.Module, device: torch.device, step: int) -> di
         "shift_sum": float(model.shift.sum()),
         "scale_first": float(model.scale[0]),
     }
+
+
+def send_then_maybe_die(ctx, pool, count: int, die_first_time: bool) -> None:
+    """A worker for the Supervisor tests: ``count`` numbered messages; the first incarnation
+    of rank 0 then dies with exit code 3 (if asked), leaving its messages in the pool."""
+    producer = pool.producer(ctx.rank)
+    for i in range(count):
+        slot = producer.acquire(timeout=10)
+        view = producer.view(slot)
+        view["rank"].fill_(ctx.rank)
+        view["seq"].fill_(i)
+        view["incarnation"].fill_(ctx.incarnation)
+        producer.submit(slot)
+    if die_first_time and ctx.rank == 0 and ctx.incarnation == 0:
+        os._exit(3)

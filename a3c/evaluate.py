@@ -20,8 +20,9 @@ from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
 
 
-def load_policy(path: str | Path) -> tuple[torch.nn.Module, str]:
-    """The model and env id saved in an A3C checkpoint, ready for inference."""
+def load_policy(path: str | Path, env: str | None = None) -> tuple[torch.nn.Module, str]:
+    """The model saved in an A3C checkpoint, ready for inference, and the env to play it on:
+    its own, or ``env`` if that env's spaces fit the policy (else a one-line UsageError)."""
     ckpt = load_checkpoint(path, required=("model", "model_spec", "env_id"))
     model = ModelSpec.from_dict(ckpt["model_spec"]).build()
     try:
@@ -29,7 +30,17 @@ def load_policy(path: str | Path) -> tuple[torch.nn.Module, str]:
     except (RuntimeError, KeyError) as e:
         first = str(e).splitlines()[0]
         raise UsageError(f"{path}: weights do not fit the saved model ({first})") from None
-    return model.eval(), str(ckpt["env_id"])
+    env_id = str(ckpt["env_id"])
+    if env and env != env_id:
+        spaces = env_spaces(env)
+        if spaces != (model.obs_dim, model.n_actions):
+            raise UsageError(
+                f"env {env} has {spaces[0]} observation values and {spaces[1]} actions;"
+                f" the policy in {path} takes {model.obs_dim} and picks one of"
+                f" {model.n_actions} ({env_id})"
+            )
+        env_id = env
+    return model.eval(), env_id
 
 
 def _make_recording_env(env_id: str, folder: str) -> gym.Env:
@@ -98,16 +109,7 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    model, env_id = load_policy(args.checkpoint)
-    if args.env and args.env != env_id:
-        spaces = env_spaces(args.env)
-        if spaces != (model.obs_dim, model.n_actions):
-            raise UsageError(
-                f"--env {args.env} has {spaces[0]} observation values and {spaces[1]} actions;"
-                f" the policy in {args.checkpoint} takes {model.obs_dim} and picks one of"
-                f" {model.n_actions} ({env_id})"
-            )
-        env_id = args.env
+    model, env_id = load_policy(args.checkpoint, args.env)
     env = _make_recording_env(env_id, args.record) if args.record else None
     try:
         returns = run_episodes(

@@ -174,7 +174,9 @@ class Progress:
                 print(status.line, file=self.stream, flush=True)
             return
         bar = self._bar or self._open(status)
-        if status.total is not None and bar.total != status.total:
+        if status.done is not None and status.done < bar.n:
+            bar.reset(status.total)  # a new round (MNIST's next epoch): fresh rate and clock
+        elif status.total is not None and bar.total != status.total:
             bar.total = status.total
         if status.done is not None:
             bar.n = status.done

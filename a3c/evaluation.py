@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from a3c.envs import make_env
-from a3c.model import ActorCritic, ModelSpec, sample_actions
+from a3c.policy import ActorCritic, ModelSpec
 
 
 def run_episodes(
@@ -29,10 +29,9 @@ def run_episodes(
                 obs, _ = env.reset(seed=seed + i)
                 done = False
                 while not done:
-                    x = torch.as_tensor(obs, dtype=torch.float32, device=device).unsqueeze(0)
-                    logits, _ = model(x)
-                    action = logits.argmax(-1) if greedy else sample_actions(logits)
-                    obs, reward, terminated, truncated, _ = env.step(int(action))
+                    x = torch.as_tensor(obs, device=device).unsqueeze(0)
+                    action = model.dist.to_env(model.act(x, greedy).cpu())[0]
+                    obs, reward, terminated, truncated, _ = env.step(action)
                     returns[i] += float(reward)
                     done = terminated or truncated
     finally:

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.model import ActorCritic, log_prob_entropy
+from a3c.policy import ActorCritic
 from a3c.returns import gae, next_state_values
 
 __all__ = ["LOSS_STATS", "LossSettings", "Rollout", "a3c_loss"]
@@ -26,14 +26,14 @@ LOSS_STATS = ("policy_loss", "value_loss", "entropy", "explained_variance")
 
 @dataclass
 class Rollout:
-    obs: Tensor  # [T, K, obs_dim] float
-    actions: Tensor  # [T, K] int64
+    obs: Tensor  # [T, K, *obs_shape]
+    actions: Tensor  # [T, K, *action_shape]: as sampled (before clipping for the env)
     rewards: Tensor  # [T, K] float, as learned from (scaled)
     terminated: Tensor  # [T, K] bool
     dones: Tensor  # [T, K] bool: terminated or truncated
-    next_obs: Tensor  # [K, obs_dim]: where the next rollout starts
+    next_obs: Tensor  # [K, *obs_shape]: where the next rollout starts
     truncated: Tensor  # [T, K] bool: truncated and not terminated
-    final_obs: Tensor  # [M, obs_dim]: last observations of the M truncated episodes,
+    final_obs: Tensor  # [M, *obs_shape]: last observations of the M truncated episodes,
     #                     in the row-major order of ``truncated``'s True entries
 
 
@@ -51,7 +51,7 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
     T, K = r.rewards.shape
     n = T * K
-    logits, values = model(torch.cat((r.obs.reshape(n, -1), r.next_obs, r.final_obs)))
+    pi, values = model(torch.cat((r.obs.flatten(0, 1), r.next_obs, r.final_obs)))
     v = values[:n].view(T, K)
     with torch.no_grad():
         final_v = torch.zeros(T, K)
@@ -60,7 +60,7 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     adv, ret = gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=s.gamma, lam=s.gae_lambda)
     if s.normalize_advantage and n > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_p, entropy = log_prob_entropy(logits[:n], r.actions.reshape(n))
+    log_p, entropy = model.dist.log_prob_entropy(pi[:n], r.actions.flatten(0, 1))
     policy_loss = -(log_p * adv.reshape(n)).mean()
     huber = s.value_loss == "huber"
     value_loss = F.smooth_l1_loss(v, ret) if huber else (ret - v).pow(2).mean()

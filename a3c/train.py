@@ -24,9 +24,10 @@ import torch.multiprocessing as mp
 from a3c.cli import build_parser, config_from_args
 from a3c.config import A3CConfig
 from a3c.envs import env_spaces
+from a3c.envs.spaces import EnvSpaces
 from a3c.evaluation import build_model, score_greedy
-from a3c.model import ModelSpec
 from a3c.normalize import RunningMeanStd
+from a3c.policy import ModelSpec
 from a3c.telemetry import RunStats, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint, save_checkpoint_or_warn
@@ -81,18 +82,12 @@ class A3CRun:
 
     def __init__(self, cfg: A3CConfig) -> None:
         self.cfg = cfg
-        obs_dim, n_actions = env_spaces(cfg.env)
+        spaces = env_spaces(cfg.env)
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
-        self.spec = ModelSpec(
-            obs_dim,
-            n_actions,
-            cfg.hidden,
-            cfg.activation,
-            cfg.normalize_obs,
-            cfg.separate_networks,
-        )
+        self.spec = model_spec(cfg, spaces)
+        obs_dim = self.spec.obs_dim
         self.obs_rms = RunningMeanStd(cfg.workers, obs_dim) if cfg.normalize_obs else None
         self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
         torch.manual_seed(cfg.seed)  # the initial model; workers seed themselves
@@ -333,8 +328,8 @@ class A3CRun:
         stalled = now - self.last_progress >= STALL_S
         if self.entropy_warned or w[0] == 0 or self.solved_at is not None or not stalled:
             return
-        entropy, uniform = w[4] / w[0], math.log(self.spec.n_actions)
-        if uniform > 0 and entropy < ENTROPY_COLLAPSE * uniform:
+        entropy, uniform = w[4] / w[0], self.model.dist.max_entropy
+        if uniform and entropy < ENTROPY_COLLAPSE * uniform:
             self.entropy_warned = True
             self.progress.print(
                 f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
@@ -469,6 +464,21 @@ class A3CRun:
             "a3c.train",
             self.progress.print,
         )
+
+
+def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
+    """The policy the config asks for, on the env's (adapted) spaces."""
+    return ModelSpec(
+        spaces.obs_shape,
+        spaces.action,
+        spaces.obs_dtype,
+        cfg.hidden,
+        cfg.activation,
+        cfg.normalize_obs,
+        cfg.separate_networks,
+        cfg.log_std_init,
+        cfg.squash_actions,
+    )
 
 
 def _reward_threshold(env_id: str) -> float | None:

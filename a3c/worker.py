@@ -15,8 +15,8 @@ import torch
 from a3c.config import A3CConfig
 from a3c.envs import final_observations, make_vector_env
 from a3c.loss import LossSettings, Rollout, a3c_loss
-from a3c.model import ModelSpec, sample_actions
 from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
+from a3c.policy import ModelSpec
 from a3c.telemetry import WorkerTelemetry
 from hogwild.flat import attach_flat_grad, clip_grad_norm_, flatten_parameters
 from hogwild.optim import SharedOptimizer
@@ -49,12 +49,13 @@ def run_worker(
     settings = loss_settings(cfg)
     scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
 
-    obs_buf = torch.empty(T, K, spec.obs_dim)
-    act_buf = torch.empty(T, K, dtype=torch.int64)
+    dist = model.dist
+    obs_buf = torch.empty(T, K, *spec.obs_shape, dtype=getattr(torch, spec.obs_dtype))
+    act_buf = torch.empty(T, K, *dist.action_shape, dtype=dist.action_dtype)
     rew_buf = torch.empty(T, K)
     term_buf = torch.empty(T, K, dtype=torch.bool)
     done_buf = torch.empty(T, K, dtype=torch.bool)
-    trunc_buf = torch.empty(T, K, dtype=torch.bool)
+    cut_buf = torch.empty(T, K, dtype=torch.bool)
     ep_return = np.zeros(K)
     ep_length = np.zeros(K, dtype=np.int64)
     nonfinite_in_row = 0
@@ -70,13 +71,13 @@ def run_worker(
             with torch.no_grad():
                 for t in range(T):
                     obs_buf[t] = obs
-                    actions = sample_actions(model.logits(obs))
+                    actions = model.act(obs)
                     act_buf[t] = actions
-                    obs_np, reward, terminated, truncated, info = envs.step(actions.numpy())
+                    obs_np, reward, terminated, truncated, info = envs.step(dist.to_env(actions))
                     rew_buf[t] = torch.from_numpy(reward)
                     term_buf[t] = torch.from_numpy(terminated)
                     cut = truncated & ~terminated
-                    trunc_buf[t] = torch.from_numpy(cut)
+                    cut_buf[t] = torch.from_numpy(cut)
                     done = terminated | truncated
                     done_buf[t] = torch.from_numpy(done)
                     ep_return += reward
@@ -101,10 +102,10 @@ def run_worker(
                 term_buf,
                 done_buf,
                 obs,
-                trunc_buf,
+                cut_buf,
                 torch.from_numpy(np.stack(final_obs))
                 if final_obs
-                else obs.new_empty(0, obs.shape[1]),
+                else obs.new_empty(0, *obs.shape[1:]),
             )
             loss, figures = a3c_loss(model, rollout, settings)
             grad.zero_()

@@ -1,13 +1,16 @@
-"""Stable-Baselines3 A2C on the suite, by the same protocol as benchmarks/suite.py.
+"""Stable-Baselines3 A2C or PPO on the suite, by the same protocol as benchmarks/suite.py.
 
     pip install stable-baselines3          # a benchmark-only dependency, not the package's
     python benchmarks/sb3_suite.py --envs Acrobot-v1 MountainCar-v0 --seeds 1 2 3
+    python benchmarks/sb3_suite.py --algo ppo --envs Pendulum-v1
 
-RL-Zoo 2.x hyperparameters for A2C (rl_zoo3/hyperparams/a2c.yml), one process, torch on
-every core (as shared/BENCHMARKS.md measured it). Wall time from the start of ``learn``
-until the mean return of the last 100 training episodes (SB3's ``ep_info_buffer``, raw
-returns from its ``Monitor``) first reaches the env's ``reward_threshold``. Run it in the
-same session as ``benchmarks/suite.py`` to compare the two.
+RL-Zoo 2.x hyperparameters (rl_zoo3/hyperparams/a2c.yml, ppo.yml; MuJoCo: the zoo's
+``mujoco-defaults``, i.e. SB3's defaults with VecNormalize), one process, torch on every
+core (as shared/BENCHMARKS.md measured it). HalfCheetah/Hopper report the 100-episode mean
+at 1M steps and at the end of the budget instead of a time to solve. Wall time from the
+start of ``learn`` until the mean return of the last 100 training episodes (SB3's
+``ep_info_buffer``, raw returns from its ``Monitor``) first reaches the env's
+``reward_threshold``. Run it in the same session as ``benchmarks/suite.py`` to compare.
 """
 
 from __future__ import annotations
@@ -21,31 +24,78 @@ import time
 import gymnasium as gym
 
 try:
-    from stable_baselines3 import A2C
+    from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import VecNormalize
 except ImportError:
     sys.exit("sb3_suite.py needs stable-baselines3 (pip install stable-baselines3); skipped")
 
-from suite import SUITE  # noqa: E402  (benchmarks/suite.py: the same budgets)
+from suite import (  # noqa: E402  (benchmarks/suite.py: the same budgets and targets)
+    BY_RETURN,
+    MILESTONE_STEPS,
+    SUITE,
+    TARGETS,
+)
 
 
 def linear(start: float):
     return lambda progress: progress * start
 
 
-#: RL-Zoo's A2C settings: (n_envs, normalize, A2C keyword arguments).
+_SDE = {"use_sde": True, "policy_kwargs": {"log_std_init": -2, "ortho_init": False}}
+
+#: RL-Zoo's settings: algo -> env -> (n_envs, normalize, keyword arguments).
 ZOO = {
-    "CartPole-v1": (8, False, {"ent_coef": 0.0}),
-    "Acrobot-v1": (16, True, {"ent_coef": 0.0}),
-    "MountainCar-v0": (16, True, {"ent_coef": 0.0}),
-    "LunarLander-v3": (
-        8,
-        False,
-        {"gamma": 0.995, "n_steps": 5, "learning_rate": linear(0.00083), "ent_coef": 1e-5},
-    ),
+    "a2c": {
+        "CartPole-v1": (8, False, {"ent_coef": 0.0}),
+        "Acrobot-v1": (16, True, {"ent_coef": 0.0}),
+        "MountainCar-v0": (16, True, {"ent_coef": 0.0}),
+        "LunarLander-v3": (
+            8,
+            False,
+            {"gamma": 0.995, "n_steps": 5, "learning_rate": linear(0.00083), "ent_coef": 1e-5},
+        ),
+        "Pendulum-v1": (
+            8,
+            True,
+            {
+                "ent_coef": 0.0,
+                "max_grad_norm": 0.5,
+                "n_steps": 8,
+                "gae_lambda": 0.9,
+                "vf_coef": 0.4,
+                "gamma": 0.9,
+                "use_rms_prop": True,
+                "normalize_advantage": False,
+                "learning_rate": linear(7e-4),
+                **_SDE,
+            },
+        ),
+        "HalfCheetah-v5": (1, True, {}),
+        "Hopper-v5": (1, True, {}),
+    },
+    "ppo": {
+        "Pendulum-v1": (
+            4,
+            False,
+            {
+                "n_steps": 1024,
+                "gae_lambda": 0.95,
+                "gamma": 0.9,
+                "n_epochs": 10,
+                "ent_coef": 0.0,
+                "learning_rate": 1e-3,
+                "clip_range": 0.2,
+                "use_sde": True,
+                "sde_sample_freq": 4,
+            },
+        ),
+        "HalfCheetah-v5": (1, True, {}),
+        "Hopper-v5": (1, True, {}),
+    },
 }
+ALGOS = {"a2c": A2C, "ppo": PPO}
 
 
 class Solved(BaseCallback):
@@ -55,25 +105,30 @@ class Solved(BaseCallback):
         self.t0 = time.monotonic()
         self.solved: tuple[float, int] | None = None
         self.best = float("-inf")
+        self.last = float("nan")
+        self.at_milestone = float("nan")
 
     def _on_step(self) -> bool:
         buf = self.model.ep_info_buffer
         if len(buf) == buf.maxlen:
             mean = statistics.fmean(e["r"] for e in buf)
-            self.best = max(self.best, mean)
+            self.best, self.last = max(self.best, mean), mean
+            if self.num_timesteps <= MILESTONE_STEPS:
+                self.at_milestone = mean
             if mean >= self.threshold:
                 self.solved = (time.monotonic() - self.t0, self.num_timesteps)
                 return False
         return time.monotonic() - self.t0 < self.budget
 
 
-def run(env_id: str, seed: int, budget: float) -> Solved:
-    n_envs, normalize, kwargs = ZOO[env_id]
+def run(algo: str, env_id: str, seed: int, budget: float) -> Solved:
+    n_envs, normalize, kwargs = ZOO[algo][env_id]
     venv = make_vec_env(env_id, n_envs=n_envs, seed=seed)
     if normalize:
         venv = VecNormalize(venv, gamma=kwargs.get("gamma", 0.99))
-    model = A2C("MlpPolicy", venv, seed=seed, verbose=0, **kwargs)
-    cb = Solved(gym.spec(env_id).reward_threshold, budget)
+    model = ALGOS[algo]("MlpPolicy", venv, seed=seed, verbose=0, **kwargs)
+    threshold = TARGETS.get(env_id, gym.spec(env_id).reward_threshold)
+    cb = Solved(float("inf") if env_id in BY_RETURN else threshold, budget)
     cb.t0 = time.monotonic()
     model.learn(total_timesteps=10**9, callback=cb)
     venv.close()
@@ -82,10 +137,13 @@ def run(env_id: str, seed: int, budget: float) -> Solved:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--envs", nargs="+", default=list(ZOO), metavar="ID")
+    p.add_argument("--algo", choices=sorted(ZOO), default="a2c")
+    p.add_argument("--envs", nargs="+", default=None, metavar="ID")
     p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     p.add_argument("--budget", type=float, default=None, help="seconds per run (default: per env)")
     args = p.parse_args()
+    envs = args.envs or list(ZOO[args.algo])
+    system = f"SB3 {args.algo.upper()} (RL-Zoo)"
     import stable_baselines3
     import torch
 
@@ -95,11 +153,20 @@ def main() -> None:
         flush=True,
     )
     lines = []
-    for env in args.envs:
+    for env in envs:
         budget = args.budget or SUITE.get(env, 300)
-        times, steps, bests = [], [], []
+        times, steps, bests, reached = [], [], [], []
         for seed in args.seeds:
-            cb = run(env, seed, budget)
+            cb = run(args.algo, env, seed, budget)
+            if env in BY_RETURN:
+                reached.append((cb.at_milestone, cb.last, cb.num_timesteps))
+                print(
+                    f"  {env} seed {seed}: 100-episode mean {cb.at_milestone:.1f} at "
+                    f"{MILESTONE_STEPS:,} steps, {cb.last:.1f} after {budget:.0f} s "
+                    f"({cb.num_timesteps:,} steps)",
+                    flush=True,
+                )
+                continue
             if cb.solved:
                 times.append(cb.solved[0])
                 steps.append(cb.solved[1])
@@ -116,14 +183,18 @@ def main() -> None:
                 )
             bests.append(cb.best)
         n = len(args.seeds)
-        if len(times) == n:
+        if env in BY_RETURN:
+            at_steps = ", ".join(f"{r[0]:.0f}" for r in reached)
+            at_end = ", ".join(f"{r[1]:.0f} ({r[2] / 1e6:.2f}M)" for r in reached)
+            lines.append(f"| {env} | {system} | at 1M steps: {at_steps} | at the end: {at_end} | |")
+        elif len(times) == n:
             lines.append(
-                f"| {env} | SB3 A2C (RL-Zoo) | {n}/{n} | {statistics.median(times):.1f} s "
+                f"| {env} | {system} | {n}/{n} | {statistics.median(times):.1f} s "
                 f"({min(times):.1f}-{max(times):.1f}) | {statistics.median(steps) / 1e3:,.0f}k |"
             )
         else:
             best = ", ".join(f"{b:.1f}" for b in bests)
-            lines.append(f"| {env} | SB3 A2C (RL-Zoo) | {len(times)}/{n} | best means: {best} | |")
+            lines.append(f"| {env} | {system} | {len(times)}/{n} | best means: {best} | |")
     print("\n| env | system | solved | wall time, median (range) | env steps |")
     print("|---|---|---|---|---|")
     print("\n".join(lines))

@@ -16,6 +16,7 @@ other (never two at once on 2 cores); the table prints as Markdown for the READM
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -26,6 +27,7 @@ import tomllib
 import torch
 
 from a3c.envs import make_env
+from a3c.plot import read_curve
 from a3c.presets import config_for
 from a3c.train import train
 from hogwild.errors import UsageError
@@ -36,7 +38,18 @@ SUITE = {
     "Acrobot-v1": 120,
     "MountainCar-v0": 300,
     "LunarLander-v3": 900,
+    "Pendulum-v1": 120,
+    "HalfCheetah-v5": 600,
+    "Hopper-v5": 600,
 }
+
+#: Targets for envs whose Gymnasium spec has no reward_threshold (RL-Zoo's "solved").
+TARGETS = {"Pendulum-v1": -200.0}
+
+#: Envs measured by the return reached (after MILESTONE_STEPS env steps and at the end of
+#: the budget), not by the time to a threshold: no one solves these in minutes.
+BY_RETURN = ("HalfCheetah-v5", "Hopper-v5")
+MILESTONE_STEPS = 1_000_000
 
 
 def parse_set(items: list[str]) -> dict:
@@ -63,9 +76,21 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
             time_limit=budget,
             eval_interval=0.0,
             logdir=logdir,
-            **extra,
+            **{"target_return": TARGETS.get(env), **extra},
         )
+        if env in BY_RETURN:
+            cfg.target_return = math.inf
         r = train(cfg)
+        if env in BY_RETURN:
+            at_steps, at_end = returns_reached(r.run_dir)
+            rows.append((False, r.wall_time, r.env_steps, at_end, at_steps))
+            print(
+                f"  {env} seed {seed}: 100-episode mean {at_steps:.1f} at "
+                f"{MILESTONE_STEPS:,} steps, {at_end:.1f} after {r.wall_time:.0f} s "
+                f"({r.env_steps:,} steps)",
+                flush=True,
+            )
+            continue
         if r.solved_at is not None:
             t, steps = r.solved_at
             rows.append((True, t, steps, r.mean_return_100))
@@ -82,7 +107,22 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
     return cfg.preset, cfg.target_return, rows
 
 
+def returns_reached(run_dir) -> tuple[float, float]:
+    """The 100-episode mean at MILESTONE_STEPS (nan if not reached) and at the end."""
+    curve = read_curve(run_dir)
+    if curve is None:
+        return math.nan, math.nan
+    before = curve.values[curve.steps <= MILESTONE_STEPS]
+    at_steps = float(before[-1]) if curve.steps[-1] >= MILESTONE_STEPS else math.nan
+    return at_steps, float(curve.values[-1])
+
+
 def summary(env: str, preset, target, rows) -> str:
+    if env in BY_RETURN:
+        at_steps = ", ".join(f"{r[4]:.0f}" for r in rows)
+        at_end = ", ".join(f"{r[3]:.0f} ({r[1]:.0f} s, {r[2] / 1e6:.2f}M)" for r in rows)
+        milestone = f"at {MILESTONE_STEPS / 1e6:g}M steps: {at_steps}"
+        return f"| {env} | {preset} | {milestone} | at the end: {at_end} | |"
     solved = [r for r in rows if r[0]]
     n = len(rows)
     if len(solved) == n:

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
+from policy_helpers import mlp
 
 from a3c.envs import env_spaces, final_observations, make_env, make_vector_env
-from a3c.model import ActorCritic, ModelSpec, log_prob_entropy, sample_actions
+from a3c.policy import ModelSpec, log_prob_entropy, sample_actions
 from a3c.returns import gae, next_state_values
 from hogwild.errors import UsageError
 
@@ -127,11 +128,11 @@ def test_gae_accepts_float_masks_detaches_and_checks_shapes() -> None:
 
 @pytest.mark.parametrize("batch", [1, 8])
 def test_model_output_shapes(batch: int) -> None:
-    model = ActorCritic(4, 3)
+    model = mlp(4, 3)
     logits, value = model(torch.randn(batch, 4))
     assert logits.shape == (batch, 3) and value.shape == (batch,)
     obs = torch.randn(batch, 4)
-    logits2 = model.logits(obs)
+    logits2 = model.pi(obs)
     actions = sample_actions(logits2)
     assert actions.shape == (batch,) and actions.dtype == torch.int64
     assert ((actions >= 0) & (actions < 3)).all()
@@ -142,7 +143,7 @@ def test_model_output_shapes(batch: int) -> None:
 
 def test_model_init_is_orthogonal_with_cleanrl_gains() -> None:
     torch.manual_seed(0)
-    model = ActorCritic(4, 2, hidden=(64, 32))
+    model = mlp(4, 2, hidden=(64, 32))
     first, second = model.trunk
     eye = torch.eye
     # Orthogonal with gain g: W^T W = g^2 I (tall) or W W^T = g^2 I (wide); g^2 = 2.
@@ -173,17 +174,21 @@ def test_gumbel_sampling_matches_softmax_and_log_prob_entropy() -> None:
     torch.testing.assert_close(ent, dist.entropy())
     (lp.sum() + ent.sum()).backward()
     assert logits.grad is not None
-    model = ActorCritic(4, 4)
+    model = mlp(4, 4)
     obs = torch.randn(6, 4)
-    greedy = model.logits(obs).argmax(-1)
+    greedy = model.pi(obs).argmax(-1)
     assert greedy.shape == (6,)
-    torch.testing.assert_close(model.logits(obs), model(obs)[0], rtol=0, atol=0)
+    torch.testing.assert_close(model.pi(obs), model(obs)[0], rtol=0, atol=0)
 
 
 def test_model_spec_rebuilds_the_exact_model() -> None:
-    model = ActorCritic(6, 3, hidden=(16,), activation="relu")
+    model = mlp(6, 3, hidden=(16,), activation="relu")
     spec = ModelSpec.from_dict(json.loads(json.dumps(model.spec.to_dict())))
-    assert spec == model.spec == ModelSpec(6, 3, (16,), "relu")
+    assert spec == model.spec
+    assert spec == ModelSpec((6,), {"type": "discrete", "n": 3}, hidden=(16,), activation="relu")
+    # A checkpoint from before the policy had parts reads as the same model.
+    old = {"obs_dim": 6, "n_actions": 3, "hidden": [16], "activation": "relu"}
+    assert ModelSpec.from_dict(old) == spec
     rebuilt = spec.build()
     rebuilt.load_state_dict(model.state_dict())  # strict: same parameter names and shapes
     x = torch.randn(2, 6)
@@ -198,7 +203,7 @@ def test_model_spec_rebuilds_the_exact_model() -> None:
         with pytest.raises(UsageError):
             ModelSpec.from_dict(bad)
     with pytest.raises(ValueError):
-        ActorCritic(0, 2)
+        mlp(0, 2)
 
 
 # ----------------------------------------------------------------------- environments
@@ -223,9 +228,15 @@ class _TinyEnv(gym.Env):
 
 _TINY = {
     "HogwildTestImage-v0": (spaces.Box(0, 255, (8, 8, 3), np.uint8), spaces.Discrete(2)),
-    "HogwildTestDict-v0": (
-        spaces.Dict({"a": spaces.Box(-1, 1, (2,), np.float32)}),
+    "HogwildTestText-v0": (spaces.Text(5), spaces.Discrete(2)),
+    "HogwildTestSequence-v0": (spaces.Sequence(spaces.Discrete(3)), spaces.Discrete(2)),
+    "HogwildTestGraph-v0": (
+        spaces.Graph(spaces.Box(0, 1, (2,)), spaces.Discrete(2)),
         spaces.Discrete(2),
+    ),
+    "HogwildTestTupleAct-v0": (
+        spaces.Box(-1, 1, (2,), np.float32),
+        spaces.Tuple((spaces.Discrete(2), spaces.Discrete(3))),
     ),
     "HogwildTestIntBox-v0": (spaces.Box(0, 9, (3,), np.int64), spaces.Discrete(3, start=1)),
 }
@@ -241,9 +252,11 @@ for _id, (_obs, _act) in _TINY.items():
     [
         ("NoSuchEnv-v0", "unknown environment id 'NoSuchEnv-v0'"),
         ("cartpole-v1", "did you mean 'CartPole-v1'"),
-        ("Pendulum-v1", "has action space Box(-2.0, 2.0, (1,), float32); only Discrete"),
-        ("HogwildTestImage-v0", "observation space Box(0, 255, (8, 8, 3), uint8)"),
-        ("HogwildTestDict-v0", "observation space Dict("),
+        ("HogwildTestImage-v0", "image observations Box(0, 255, (8, 8, 3), uint8)"),
+        ("HogwildTestText-v0", "observation space Text("),
+        ("HogwildTestSequence-v0", "observation space Sequence("),
+        ("HogwildTestGraph-v0", "observation space Graph("),
+        ("HogwildTestTupleAct-v0", "action space Tuple(Discrete(2), Discrete(3))"),
         ("no_such_module_xyz:CartPole-v1", "cannot import module 'no_such_module_xyz'"),
         ("gymnasium:NoSuchEnv-v0", "did not register 'NoSuchEnv-v0'"),
         ("a:b:c", "malformed environment id"),
@@ -264,8 +277,14 @@ def test_bad_env_kwargs_and_env_count_are_usage_errors() -> None:
         make_vector_env("CartPole-v1", 0, seed=0)
 
 
+def _dims(s) -> tuple[int, int]:  # noqa: ANN001
+    """(obs_dim, n_actions) of a float-vector, Discrete-action env's EnvSpaces."""
+    assert s.obs_dtype == "float32" and len(s.obs_shape) == 1 and s.action["type"] == "discrete"
+    return s.obs_shape[0], s.action["n"]
+
+
 def test_module_prefixed_ids_import_and_register(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    assert env_spaces("gymnasium.envs.classic_control.cartpole:CartPole-v1") == (4, 2)
+    assert _dims(env_spaces("gymnasium.envs.classic_control.cartpole:CartPole-v1")) == (4, 2)
     # A user module that registers its env on import, as in `a3c-train --env mymod:MyEnv-v0`.
     mod, env_id = "hogwild_test_envmod", "HogwildTestModEnv-v0"
     (tmp_path / f"{mod}.py").write_text(
@@ -277,7 +296,7 @@ def test_module_prefixed_ids_import_and_register(tmp_path, monkeypatch) -> None:
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
-        assert env_spaces(f"{mod}:{env_id}") == (6, 3)
+        assert _dims(env_spaces(f"{mod}:{env_id}")) == (6, 3)
     finally:
         gym.registry.pop(env_id, None)
         sys.modules.pop(mod, None)
@@ -286,7 +305,7 @@ def test_module_prefixed_ids_import_and_register(tmp_path, monkeypatch) -> None:
 def test_discrete_and_integer_observations_become_float32_vectors() -> None:
     env = make_env("FrozenLake-v1", seed=0)
     obs, _ = env.reset()
-    assert env_spaces("FrozenLake-v1") == (16, 4)
+    assert _dims(env_spaces("FrozenLake-v1")) == (16, 4)
     assert obs.dtype == np.float32 and obs.shape == (16,) and obs.sum() == 1.0 and obs[0] == 1.0
     env = make_env("HogwildTestIntBox-v0", seed=0)
     obs, _ = env.reset()

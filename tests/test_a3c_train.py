@@ -120,7 +120,8 @@ def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     [
         (["--workers", "0"], "--workers"),
         (["--env", "NoSuchEnv-v0"], "unknown environment id"),
-        (["--env", "Pendulum-v1"], "only Discrete action spaces"),
+        (["--env", "test_a3c_core:HogwildTestText-v0"], "observation space Text("),
+        (["--env", "test_a3c_core:HogwildTestTupleAct-v0"], "action space Tuple("),
         (["--env", "no_such_module:Thing-v0"], "cannot import module"),
         (["--n-steps", "-3"], "--n-steps"),
         (["--lr", "nan"], "--lr"),

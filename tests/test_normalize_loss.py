@@ -17,11 +17,12 @@ from engine_helpers import (
     score_probe_buffers,
     wait_for,
 )
+from policy_helpers import mlp
 from torch import nn
 
 from a3c.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
-from a3c.model import OBS_CLIP, ActorCritic, log_prob_entropy
 from a3c.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
+from a3c.policy import OBS_CLIP, ActorCritic, log_prob_entropy
 from hogwild.evaluator import Evaluator
 from hogwild.flat import flatten_buffers, flatten_parameters
 
@@ -258,14 +259,12 @@ def _hand_targets(model: ActorCritic, r: Rollout, lam: float) -> tuple[np.ndarra
 
 def _model(separate: bool = False, normalize_obs: bool = False) -> ActorCritic:
     torch.manual_seed(0)
-    return ActorCritic(
-        obs_dim=2, n_actions=2, hidden=(4,), separate=separate, normalize_obs=normalize_obs
-    )
+    return mlp(2, 2, hidden=(4,), separate=separate, normalize_obs=normalize_obs)
 
 
 def _log_probs(model: ActorCritic, r: Rollout) -> tuple[np.ndarray, np.ndarray]:
     with torch.no_grad():
-        lp, ent = log_prob_entropy(model.logits(r.obs.reshape(6, 2)), r.actions.reshape(6))
+        lp, ent = log_prob_entropy(model.pi(r.obs.reshape(6, 2)), r.actions.reshape(6))
     return lp.double().numpy(), ent.double().numpy()
 
 
@@ -382,7 +381,7 @@ def test_logits_and_value_agree_with_forward(separate):
     obs = torch.randn(5, 2)
     logits, value = model(obs)
     assert logits.shape == (5, 2) and value.shape == (5,)
-    torch.testing.assert_close(model.logits(obs), logits, rtol=0, atol=0)
+    torch.testing.assert_close(model.pi(obs), logits, rtol=0, atol=0)
     torch.testing.assert_close(model.value(obs), value, rtol=0, atol=0)
     names = {n for n, _ in model.named_parameters()}
     assert any(n.startswith("value_trunk") for n in names) == separate
@@ -396,7 +395,7 @@ def test_separate_nets_share_no_layer():
     with torch.no_grad():
         model.trunk[0].weight.add_(1.0)
     torch.testing.assert_close(model.value(obs), value, rtol=0, atol=0)
-    assert not torch.allclose(model.logits(obs), logits)
+    assert not torch.allclose(model.pi(obs), logits)
     with torch.no_grad():
         model.value_trunk[0].weight.add_(1.0)
     assert not torch.allclose(model.value(obs), value)
@@ -410,7 +409,7 @@ def test_observation_statistics_are_buffers_not_parameters():
     mean, std = torch.tensor([100.0, -3.0]), torch.tensor([2.0, 0.01])
     model.set_obs_stats(mean, std)
 
-    clone = ActorCritic(2, 2, hidden=(4,), separate=True, normalize_obs=True)
+    clone = mlp(2, 2, hidden=(4,), separate=True, normalize_obs=True)
     clone.load_state_dict(model.state_dict())  # strict: the buffers travel with it
     assert torch.equal(clone.obs_mean, mean) and torch.equal(clone.obs_std, std)
     obs = torch.tensor([[102.0, -3.0], [90.0, 5.0]])
@@ -418,7 +417,7 @@ def test_observation_statistics_are_buffers_not_parameters():
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
     # The statistics act: the same as a plain model fed (obs - mean) / std, clipped.
-    plain = ActorCritic(2, 2, hidden=(4,), separate=True)
+    plain = mlp(2, 2, hidden=(4,), separate=True)
     plain.load_state_dict(model.state_dict(), strict=False)
     normed = ((obs - mean) / std).clamp(-OBS_CLIP, OBS_CLIP)
     assert normed[1].abs().max() == OBS_CLIP

@@ -1,15 +1,10 @@
 """Gymnasium environments for A3C: construction, validation, seeding, vectorisation.
 
 Every environment goes through :func:`make_env`, which turns whatever Gymnasium raises
-for a bad id into a one-line :class:`~hogwild.errors.UsageError`, and rejects spaces the
-MLP actor-critic cannot handle. Accepted environments come out with ``float32``
-observations of shape ``(obs_dim,)`` and a ``Discrete(n_actions)`` action space
-starting at 0, so a worker can feed ``torch.from_numpy(obs)`` straight to the model:
-
-* action space: ``Discrete`` only (a nonzero ``start`` is shifted away);
-* observation space: 1-D ``Box`` of a float or integer dtype (cast to ``float32``), or
-  ``Discrete`` (one-hot encoded). Images, ``Dict``, ``Tuple``, ``MultiDiscrete`` ... are
-  rejected.
+for a bad id into a one-line :class:`~hogwild.errors.UsageError`, and adapts its spaces
+to what the policy takes (:mod:`a3c.envs.spaces`: flat ``float32`` vectors or ``uint8``
+images, 0-based 1-D actions) or refuses them in one line, so a worker can feed
+``torch.from_numpy(obs)`` straight to the model.
 
 Autoreset: :func:`make_vector_env` uses ``AutoresetMode.SAME_STEP``. When a sub-env's
 episode ends at a step, that same ``step()`` call resets it and returns the *next*
@@ -33,10 +28,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from a3c.envs.spaces import adapt_spaces
+from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
 from hogwild.errors import UsageError
 
 __all__ = ["env_spaces", "final_observations", "make_env", "make_vector_env"]
@@ -84,16 +78,14 @@ def make_vector_env(env_id: str, num_envs: int, seed: int, **kwargs: Any) -> Syn
     return envs
 
 
-def env_spaces(env_id: str, **kwargs: Any) -> tuple[int, int]:
-    """``(obs_dim, n_actions)`` of a validated environment, for building the model.
+def env_spaces(env_id: str, **kwargs: Any) -> EnvSpaces:
+    """The adapted spaces of an environment (:class:`EnvSpaces`), for building the model.
 
     Raises :class:`UsageError` exactly where :func:`make_env` would.
     """
     env = make_env(env_id, **kwargs)
     try:
-        obs_space, act_space = env.observation_space, env.action_space
-        assert isinstance(obs_space, spaces.Box) and isinstance(act_space, spaces.Discrete)
-        return int(obs_space.shape[0]), int(act_space.n)
+        return describe_spaces(env)
     finally:
         env.close()
 
@@ -105,8 +97,9 @@ def final_observations(
 
     ``idx`` (int64 ``[k]``) are the sub-env indices whose episode ended at this step
     (restricted to the boolean mask ``where`` if given, e.g. ``truncated & ~terminated``
-    to get just the ones to bootstrap), and ``obs`` (``float32 [k, obs_dim]``) their final
-    observations. When nothing ended, ``idx`` is empty and ``obs`` has shape ``(0, 0)``.
+    to get just the ones to bootstrap), and ``obs`` (``[k, *obs_shape]``) their final
+    observations (in the observation space's dtype). When nothing ended, ``idx`` is empty
+    and ``obs`` has shape ``(0, 0)``.
     """
     ended = info.get("_final_obs")
     if ended is None:
@@ -116,7 +109,7 @@ def final_observations(
     idx = np.flatnonzero(ended)
     if idx.size == 0:
         return idx, np.empty((0, 0), dtype=np.float32)
-    return idx, np.stack(info["final_obs"][idx]).astype(np.float32, copy=False)
+    return idx, np.stack(info["final_obs"][idx])
 
 
 def _one_line(e: BaseException) -> str:

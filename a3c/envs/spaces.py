@@ -1,16 +1,32 @@
-"""What the policy sees and does: the env's spaces adapted to the model, or refused in one line."""
+"""What the policy sees and does: the env's spaces adapted to the model, or refused in one line.
+
+Observations become one of two things: a flat ``float32`` vector (``Box`` of any
+numeric dtype and shape, ``Discrete`` one-hot, ``MultiDiscrete``/``MultiBinary``, and
+``Dict``/``Tuple`` of those, flattened by Gymnasium's ``flatten_space`` rules) or an image
+(a 2-D/3-D ``uint8`` or boolean ``Box``, kept as bytes for a conv encoder).
+Actions become 0-based and 1-D: ``Discrete``, ``MultiDiscrete``, ``MultiBinary``, or a
+float ``Box``; :func:`action_spec` describes them for the policy. ``Graph``, ``Sequence``,
+``Text``, ``OneOf`` and composite action spaces are refused, naming the space.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
+from gymnasium.wrappers import FlattenObservation
 
 from hogwild.errors import UsageError
 
-__all__ = ["adapt_spaces"]
+__all__ = ["EnvSpaces", "action_spec", "adapt_spaces", "describe_spaces"]
+
+log = logging.getLogger(__name__)
+
+#: Observation spaces Gymnasium can flatten into a fixed-length vector.
+_FLAT = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 
 
 class OneHotObservation(gym.ObservationWrapper):
@@ -31,18 +47,21 @@ class OneHotObservation(gym.ObservationWrapper):
 
 
 class Float32Observation(gym.ObservationWrapper):
-    """1-D ``Box`` observations of another numeric dtype cast to ``float32`` for the model."""
+    """Numeric ``Box`` observations of any shape or dtype as flat ``float32`` vectors."""
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         space = env.observation_space
         assert isinstance(space, spaces.Box)
         self.observation_space = spaces.Box(
-            space.low.astype(np.float32), space.high.astype(np.float32), space.shape, np.float32
+            space.low.reshape(-1).astype(np.float32),
+            space.high.reshape(-1).astype(np.float32),
+            (space.low.size,),
+            np.float32,
         )
 
     def observation(self, observation: Any) -> np.ndarray:
-        return np.asarray(observation, dtype=np.float32)
+        return np.asarray(observation, dtype=np.float32).reshape(-1)
 
 
 class ZeroBasedActions(gym.ActionWrapper):
@@ -59,32 +78,130 @@ class ZeroBasedActions(gym.ActionWrapper):
         return self._start + action
 
 
-def adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:
-    """Reject spaces the MLP cannot use; wrap the rest into float32 vectors / 0-based actions."""
-    act_space = env.action_space
-    if not isinstance(act_space, spaces.Discrete):
-        raise UsageError(
-            f"environment {env_id!r} has action space {act_space}; "
-            "only Discrete action spaces are supported"
-        )
-    if act_space.start != 0:
-        env = ZeroBasedActions(env)
+class FlatMultiDiscrete(gym.ActionWrapper):
+    """``MultiDiscrete`` of any shape and start as a 1-D, 0-based ``MultiDiscrete``."""
 
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.action_space
+        assert isinstance(space, spaces.MultiDiscrete)
+        self._shape, self._start = space.nvec.shape, space.start
+        self.action_space = spaces.MultiDiscrete(space.nvec.reshape(-1))
+
+    def action(self, action: Any) -> Any:
+        return np.asarray(action).reshape(self._shape) + self._start
+
+
+class FlatActions(gym.ActionWrapper):
+    """Actions of any shape (``MultiBinary``, ``Box``) taken as a flat vector of ``space``."""
+
+    def __init__(self, env: gym.Env, space: spaces.Space) -> None:
+        super().__init__(env)
+        self._shape, self._dtype = env.action_space.shape, env.action_space.dtype
+        self.action_space = space
+
+    def action(self, action: Any) -> Any:
+        return np.asarray(action).reshape(self._shape).astype(self._dtype, copy=False)
+
+
+def adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:
+    """Wrap ``env`` so that the policy gets what the module docstring promises, or refuse it."""
+    env = _adapt_actions(env, env_id)
     obs_space = env.observation_space
+    if is_image(obs_space):
+        raise UsageError(
+            f"environment {env_id!r} has image observations {obs_space}; "
+            "the conv encoder is not available yet"
+        )
     if isinstance(obs_space, spaces.Discrete):
         return OneHotObservation(env)
-    if (
-        isinstance(obs_space, spaces.Box)
-        and len(obs_space.shape) == 1
-        and obs_space.shape[0] > 0
-        and (
-            np.issubdtype(obs_space.dtype, np.floating)
-            or np.issubdtype(obs_space.dtype, np.integer)
-        )
-    ):
-        return env if obs_space.dtype == np.float32 else Float32Observation(env)
+    if isinstance(obs_space, spaces.Box) and _numeric(obs_space.dtype) and obs_space.shape:
+        flat = len(obs_space.shape) == 1 and obs_space.dtype == np.float32
+        return env if flat else Float32Observation(env)
+    if _flattenable(obs_space) and not isinstance(obs_space, spaces.Box):
+        return Float32Observation(FlattenObservation(env))
     raise UsageError(
-        f"environment {env_id!r} has observation space {obs_space}; only 1-D Box "
-        "(float or integer) and Discrete observation spaces are supported (no images, "
-        "Dict or Tuple)"
+        f"environment {env_id!r} has observation space {obs_space}, which is not supported; "
+        "supported: Box (numeric), Discrete, MultiDiscrete, MultiBinary, images, and "
+        "Dict/Tuple of these"
     )
+
+
+def _adapt_actions(env: gym.Env, env_id: str) -> gym.Env:
+    space = env.action_space
+    if isinstance(space, spaces.Discrete):
+        return env if space.start == 0 else ZeroBasedActions(env)
+    if isinstance(space, spaces.MultiDiscrete):
+        flat = space.nvec.ndim == 1 and not np.any(space.start)
+        return env if flat else FlatMultiDiscrete(env)
+    if isinstance(space, spaces.MultiBinary):
+        return env if len(space.shape) == 1 else FlatActions(env, spaces.MultiBinary(space.n))
+    if isinstance(space, spaces.Box) and np.issubdtype(space.dtype, np.floating):
+        if len(space.shape) == 1 and space.dtype == np.float32:
+            return env
+        low, high = (b.reshape(-1).astype(np.float32) for b in (space.low, space.high))
+        return FlatActions(env, spaces.Box(low, high, low.shape, np.float32))
+    raise UsageError(
+        f"environment {env_id!r} has action space {space}, which is not supported; "
+        "supported: Discrete, MultiDiscrete, MultiBinary, and float Box"
+    )
+
+
+class EnvSpaces(NamedTuple):
+    """What the policy is built from: the adapted observation's shape and dtype, and the
+    action space's description (:func:`action_spec`)."""
+
+    obs_shape: tuple[int, ...]
+    obs_dtype: str
+    action: dict[str, Any]
+
+
+def describe_spaces(env: gym.Env) -> EnvSpaces:
+    """The :class:`EnvSpaces` of an env that went through :func:`adapt_spaces`."""
+    obs = env.observation_space
+    return EnvSpaces(tuple(obs.shape), np.dtype(obs.dtype).name, action_spec(env.action_space))
+
+
+def action_spec(space: spaces.Space) -> dict[str, Any]:
+    """The plain dict that describes an adapted (0-based, 1-D) action space for the policy:
+    ``{"type": "discrete", "n": 4}``, ``{"type": "multi_discrete", "nvec": [3, 2]}``,
+    ``{"type": "multi_binary", "n": 5}`` or ``{"type": "box", "low": [...], "high": [...]}``.
+    """
+    if isinstance(space, spaces.Discrete):
+        return {"type": "discrete", "n": int(space.n)}
+    if isinstance(space, spaces.MultiDiscrete):
+        return {"type": "multi_discrete", "nvec": [int(n) for n in space.nvec.reshape(-1)]}
+    if isinstance(space, spaces.MultiBinary):
+        return {"type": "multi_binary", "n": int(np.prod(space.shape))}
+    if isinstance(space, spaces.Box):
+        low, high = space.low.reshape(-1), space.high.reshape(-1)
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            log.warning(
+                "action space %s has infinite bounds: Gaussian draws go to the env unclipped",
+                space,
+            )
+        return {"type": "box", "low": low.tolist(), "high": high.tolist()}
+    raise UsageError(f"action space {space} is not supported")
+
+
+def is_image(space: spaces.Space) -> bool:
+    """A 2-D/3-D ``Box`` of bytes or booleans: pixels or a MinAtar-style grid."""
+    return (
+        isinstance(space, spaces.Box)
+        and len(space.shape) in (2, 3)
+        and (space.dtype == np.uint8 or space.dtype == np.bool_)
+    )
+
+
+def _numeric(dtype: Any) -> bool:
+    return np.issubdtype(dtype, np.floating) or np.issubdtype(dtype, np.integer)
+
+
+def _flattenable(space: spaces.Space) -> bool:
+    if isinstance(space, spaces.Dict):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces.values())
+    if isinstance(space, spaces.Tuple):
+        return len(space.spaces) > 0 and all(_flattenable(s) for s in space.spaces)
+    if isinstance(space, spaces.Box):
+        return _numeric(space.dtype) and space.shape != ()
+    return isinstance(space, _FLAT)

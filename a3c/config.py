@@ -87,6 +87,14 @@ class A3CConfig(EngineConfig):
     separate_networks: bool = setting(
         False, "policy and value nets with their own layers (else one shared trunk)", group=NET
     )
+    policy: str = setting(
+        "auto",
+        "mlp: a feed-forward net on vectors; lstm: the same plus an LSTM core "
+        "(memory across steps); auto: mlp",
+        group=NET,
+        choices=("auto", "mlp", "lstm"),
+    )
+    lstm_size: int = setting(128, "hidden size of the LSTM core (--policy lstm)", group=NET, min=1)
     log_std_init: float = setting(
         0.0, "initial log-std of a Gaussian policy (Box actions)", group=NET
     )

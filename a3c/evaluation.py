@@ -27,10 +27,15 @@ def run_episodes(
         with torch.no_grad():
             for i in range(episodes):
                 obs, _ = env.reset(seed=seed + i)
+                state = model.initial_state(1, device) if model.recurrent else None
                 done = False
                 while not done:
                     x = torch.as_tensor(obs, device=device).unsqueeze(0)
-                    action = model.dist.to_env(model.act(x, greedy).cpu())[0]
+                    if state is None:
+                        a = model.act(x, greedy)
+                    else:
+                        a, state = model.act_recurrent(x, state, greedy)
+                    action = model.dist.to_env(a.cpu())[0]
                     obs, reward, terminated, truncated, _ = env.step(action)
                     returns[i] += float(reward)
                     done = terminated or truncated

@@ -35,6 +35,7 @@ class Rollout:
     truncated: Tensor  # [T, K] bool: truncated and not terminated
     final_obs: Tensor  # [M, *obs_shape]: last observations of the M truncated episodes,
     #                     in the row-major order of ``truncated``'s True entries
+    state: tuple[Tensor, Tensor] | None = None  # an LSTM's (h, c) [K, size] at the start
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,10 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
     T, K = r.rewards.shape
     n = T * K
-    pi, values = model(torch.cat((r.obs.flatten(0, 1), r.next_obs, r.final_obs)))
+    if r.state is None:
+        pi, values = model(torch.cat((r.obs.flatten(0, 1), r.next_obs, r.final_obs)))
+    else:
+        pi, values = model.unroll(r.obs, r.state, r.dones, r.next_obs, r.truncated, r.final_obs)
     v = values[:n].view(T, K)
     with torch.no_grad():
         final_v = torch.zeros(T, K)

@@ -468,7 +468,7 @@ class A3CRun:
 
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     """The policy the config asks for, on the env's (adapted) spaces."""
-    return ModelSpec(
+    spec = ModelSpec(
         spaces.obs_shape,
         spaces.action,
         spaces.obs_dtype,
@@ -478,7 +478,10 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.separate_networks,
         cfg.log_std_init,
         cfg.squash_actions,
+        cfg.lstm_size if cfg.policy == "lstm" else 0,
     )
+    spec.check(UsageError)
+    return spec
 
 
 def _reward_threshold(env_id: str) -> float | None:

@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from a3c.collect import Collector
 from a3c.config import A3CConfig
-from a3c.envs import final_observations, make_vector_env
-from a3c.loss import LossSettings, Rollout, a3c_loss
+from a3c.envs import make_vector_env
+from a3c.loss import LossSettings, a3c_loss
 from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.policy import ModelSpec
 from a3c.telemetry import WorkerTelemetry
@@ -49,64 +50,19 @@ def run_worker(
     settings = loss_settings(cfg)
     scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
 
-    dist = model.dist
-    obs_buf = torch.empty(T, K, *spec.obs_shape, dtype=getattr(torch, spec.obs_dtype))
-    act_buf = torch.empty(T, K, *dist.action_shape, dtype=dist.action_dtype)
-    rew_buf = torch.empty(T, K)
-    term_buf = torch.empty(T, K, dtype=torch.bool)
-    done_buf = torch.empty(T, K, dtype=torch.bool)
-    cut_buf = torch.empty(T, K, dtype=torch.bool)
-    ep_return = np.zeros(K)
-    ep_length = np.zeros(K, dtype=np.int64)
+    collector = Collector(envs, model, T, seed=ctx.seed, scaler=scaler)
     nonfinite_in_row = 0
-
-    obs_np, _ = envs.reset(seed=ctx.seed)
-    obs = torch.from_numpy(obs_np)
     try:
         while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)
             if obs_rms is not None:
                 model.set_obs_stats(*obs_rms.mean_std())
-            final_obs: list[np.ndarray] = []
-            with torch.no_grad():
-                for t in range(T):
-                    obs_buf[t] = obs
-                    actions = model.act(obs)
-                    act_buf[t] = actions
-                    obs_np, reward, terminated, truncated, info = envs.step(dist.to_env(actions))
-                    rew_buf[t] = torch.from_numpy(reward)
-                    term_buf[t] = torch.from_numpy(terminated)
-                    cut = truncated & ~terminated
-                    cut_buf[t] = torch.from_numpy(cut)
-                    done = terminated | truncated
-                    done_buf[t] = torch.from_numpy(done)
-                    ep_return += reward
-                    ep_length += 1
-                    if scaler is not None:
-                        scaler.observe(reward, done)
-                    if done.any():
-                        for i in np.flatnonzero(done):
-                            telemetry.returns.append(float(ep_return[i]))
-                            telemetry.lengths.append(int(ep_length[i]))
-                        ep_return[done] = 0
-                        ep_length[done] = 0
-                        final_obs.extend(final_observations(info, cut)[1])
-                    obs = torch.from_numpy(obs_np)
-
+            rollout = collector.collect()
+            for ret, length in collector.take_episodes():
+                telemetry.returns.append(ret)
+                telemetry.lengths.append(length)
             if scaler is not None:
-                rew_buf.mul_(scaler.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
-            rollout = Rollout(
-                obs_buf,
-                act_buf,
-                rew_buf,
-                term_buf,
-                done_buf,
-                obs,
-                cut_buf,
-                torch.from_numpy(np.stack(final_obs))
-                if final_obs
-                else obs.new_empty(0, *obs.shape[1:]),
-            )
+                rollout.rewards.mul_(scaler.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
             loss, figures = a3c_loss(model, rollout, settings)
             grad.zero_()
             loss.backward()
@@ -129,7 +85,7 @@ def run_worker(
                     )
             env_steps[ctx.rank] += T * K
             if obs_rms is not None:
-                obs_rms.add(ctx.rank, obs_buf.view(T * K, -1))
+                obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
             if scaler is not None:
                 scaler.flush()
             if telemetry.due():

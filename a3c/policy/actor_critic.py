@@ -53,6 +53,7 @@ class ModelSpec:
     separate: bool = False
     log_std_init: float = 0.0
     squash: bool = False
+    lstm: int = 0  # hidden size of an LSTM core between the trunk and the head (0: none)
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. from JSON) but store tuples.
@@ -116,6 +117,10 @@ class ModelSpec:
         check_action_spec(self.action, error)
         if not positive_ints(self.hidden):
             raise error(f"hidden sizes must be positive ints, got {self.hidden!r}")
+        if not isinstance(self.lstm, int) or isinstance(self.lstm, bool) or self.lstm < 0:
+            raise error(f"lstm size must be an int >= 0, got {self.lstm!r}")
+        if self.lstm and self.separate:
+            raise error("an LSTM policy shares its trunk: it cannot have separate networks")
         if self.activation not in ACTIVATIONS:
             raise error(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
 
@@ -168,7 +173,8 @@ class ActorCritic(nn.Module):
             self.value_trunk = nn.ModuleList(
                 nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
             )
-        self.head = nn.Linear(sizes[-1], self.n_pi + 1)
+        self.lstm = nn.LSTMCell(sizes[-1], spec.lstm) if spec.lstm else None
+        self.head = nn.Linear(spec.lstm or sizes[-1], self.n_pi + 1)
         self.reset_parameters()
 
     @torch.no_grad()
@@ -186,6 +192,9 @@ class ActorCritic(nn.Module):
         self.head.weight[:n].copy_(policy_w)
         self.head.weight[n:].copy_(value_w)
         nn.init.zeros_(self.head.bias)
+        if self.lstm is not None:  # CleanRL's LSTM agents: orthogonal weights, zero biases
+            for name, p in self.lstm.named_parameters():
+                (nn.init.zeros_ if "bias" in name else nn.init.orthogonal_)(p)
 
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         x = obs
@@ -226,6 +235,63 @@ class ActorCritic(nn.Module):
         """Actions for a batch of observations, as stored in a rollout (see ``dist.to_env``)."""
         pi = self.pi(obs)
         return self.dist.greedy(pi) if greedy else self.dist.sample(pi)
+
+    # -- the recurrent core ---------------------------------------------------------
+    @property
+    def recurrent(self) -> bool:
+        return self.lstm is not None
+
+    def initial_state(self, batch: int, device: Any = None) -> tuple[Tensor, Tensor]:
+        """The LSTM's zero state for ``batch`` envs: ``(h, c)``, each ``[batch, size]``."""
+        size = self.spec.lstm
+        return torch.zeros(batch, size, device=device), torch.zeros(batch, size, device=device)
+
+    def act_recurrent(
+        self, obs: Tensor, state: tuple[Tensor, Tensor], greedy: bool = False
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """Actions and the LSTM state after ``obs`` (one step of each env)."""
+        h, c = self.lstm(self._features(obs, self.trunk), state)
+        n = self.n_pi
+        pi = F.linear(h, self.head.weight[:n], self.head.bias[:n])
+        return (self.dist.greedy(pi) if greedy else self.dist.sample(pi)), (h, c)
+
+    def unroll(
+        self,
+        obs: Tensor,
+        state: tuple[Tensor, Tensor],
+        dones: Tensor,
+        next_obs: Tensor,
+        truncated: Tensor,
+        final_obs: Tensor,
+    ) -> tuple[Tensor, Tensor]:
+        """Policy outputs and values over a rollout, in the layout the loss reads for a
+        feed-forward model: ``[T*K]`` rollout rows, then ``[K]`` bootstrap rows, then the
+        ``[M]`` truncated episodes' final observations (in ``truncated``'s row-major order).
+
+        The state starts at ``state`` (the rollout's first, detached: truncated BPTT) and is
+        zeroed for an env after a step that ended its episode, as the worker did; a final
+        observation continues its own episode's state.
+        """
+        T, K = dones.shape
+        M = final_obs.shape[0]
+        feats = self._features(torch.cat((obs.flatten(0, 1), next_obs, final_obs)), self.trunk)
+        steps = feats[: T * K].view(T, K, -1)
+        finals = feats[T * K + K :]
+        h, c = state
+        outs, ended, m = [], [], 0
+        keep = (~dones).unsqueeze(-1).to(feats.dtype)
+        for t in range(T):
+            h, c = self.lstm(steps[t], (h, c))
+            outs.append(h)
+            if M and truncated[t].any():
+                idx = truncated[t].nonzero().squeeze(1)
+                k = idx.numel()
+                ended.append(self.lstm(finals[m : m + k], (h[idx], c[idx]))[0])
+                m += k
+            h, c = h * keep[t], c * keep[t]
+        outs.append(self.lstm(feats[T * K : T * K + K], (h, c))[0])
+        out = F.linear(torch.cat([*outs, *ended]), self.head.weight, self.head.bias)
+        return out[:, : self.n_pi], out[:, self.n_pi]
 
     def set_obs_stats(self, mean: Tensor, std: Tensor) -> None:
         """Install observation statistics (from :class:`a3c.normalize.RunningMeanStd`)."""

@@ -1,0 +1,104 @@
+"""Acting: ``T`` steps of ``K`` environments with the worker's local model, as a Rollout.
+
+The collector carries what lives across rollouts: the observation to act on next, an
+LSTM policy's state (zeroed for exactly the envs whose episode ended, so a new episode
+starts from the zero state) and each env's running episode return and length.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from gymnasium.vector import VectorEnv
+
+from a3c.envs import final_observations
+from a3c.loss import Rollout
+from a3c.normalize import ReturnScaler
+from a3c.policy import ActorCritic
+
+__all__ = ["Collector"]
+
+
+class Collector:
+    """One worker's acting loop. ``collect()`` fills its own buffers (reused each call:
+    a rollout is valid until the next call) and queues finished episodes' returns and
+    lengths for ``take_episodes()``."""
+
+    def __init__(
+        self,
+        envs: VectorEnv,
+        model: ActorCritic,
+        n_steps: int,
+        seed: int | None = None,
+        scaler: ReturnScaler | None = None,
+    ) -> None:
+        self.envs, self.model, self.scaler = envs, model, scaler
+        T, K = n_steps, envs.num_envs
+        spec, dist = model.spec, model.dist
+        self.obs = torch.empty(T, K, *spec.obs_shape, dtype=getattr(torch, spec.obs_dtype))
+        self.actions = torch.empty(T, K, *dist.action_shape, dtype=dist.action_dtype)
+        self.rewards = torch.empty(T, K)
+        self.terminated = torch.empty(T, K, dtype=torch.bool)
+        self.dones = torch.empty(T, K, dtype=torch.bool)
+        self.truncated = torch.empty(T, K, dtype=torch.bool)
+        self.ep_return = np.zeros(K)
+        self.ep_length = np.zeros(K, dtype=np.int64)
+        self.episodes: list[tuple[float, int]] = []
+        obs, _ = envs.reset(seed=seed)
+        self.next_obs = torch.from_numpy(obs)
+        self.state = model.initial_state(K) if model.recurrent else None
+
+    @torch.no_grad()
+    def collect(self) -> Rollout:
+        model, dist, envs = self.model, self.model.dist, self.envs
+        obs, state = self.next_obs, self.state
+        state0 = state
+        final_obs: list[np.ndarray] = []
+        for t in range(self.obs.shape[0]):
+            self.obs[t] = obs
+            if state is None:
+                actions = model.act(obs)
+            else:
+                actions, state = model.act_recurrent(obs, state)
+            self.actions[t] = actions
+            obs_np, reward, terminated, truncated, info = envs.step(dist.to_env(actions))
+            self.rewards[t] = torch.from_numpy(reward)
+            self.terminated[t] = torch.from_numpy(terminated)
+            cut = truncated & ~terminated
+            self.truncated[t] = torch.from_numpy(cut)
+            done = terminated | truncated
+            self.dones[t] = torch.from_numpy(done)
+            self.ep_return += reward
+            self.ep_length += 1
+            if self.scaler is not None:
+                self.scaler.observe(reward, done)
+            if done.any():
+                if state is not None:  # a new episode starts from the zero state
+                    keep = torch.from_numpy(~done).unsqueeze(1).to(state[0].dtype)
+                    state = (state[0] * keep, state[1] * keep)
+                for i in np.flatnonzero(done):
+                    self.episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                self.ep_return[done] = 0
+                self.ep_length[done] = 0
+                final_obs.extend(final_observations(info, cut)[1])
+            obs = torch.from_numpy(obs_np)
+        self.next_obs, self.state = obs, state
+        finals = (
+            torch.from_numpy(np.stack(final_obs)) if final_obs else obs.new_empty(0, *obs.shape[1:])
+        )
+        return Rollout(
+            self.obs,
+            self.actions,
+            self.rewards,
+            self.terminated,
+            self.dones,
+            obs,
+            self.truncated,
+            finals,
+            state0,
+        )
+
+    def take_episodes(self) -> list[tuple[float, int]]:
+        """The (return, length) of the episodes finished since the last call."""
+        out, self.episodes = self.episodes, []
+        return out

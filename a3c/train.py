@@ -15,11 +15,12 @@ import logging
 import math
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import torch
-import torch.multiprocessing as mp
 
 from a3c.cli import build_parser, config_from_args
 from a3c.config import A3CConfig
@@ -30,18 +31,15 @@ from a3c.normalize import RunningMeanStd
 from a3c.policy import ModelSpec
 from a3c.telemetry import RunStats, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
-from hogwild.checkpoint import load_checkpoint, save_checkpoint_or_warn
+from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import run_cli
-from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.flat import flatten_buffers, flatten_parameters
 from hogwild.optim import OPTIMIZERS
-from hogwild.pool import BufferPool
-from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
-from hogwild.rundir import Progress, RunDir
-from hogwild.shutdown import GracefulShutdown
-from hogwild.supervise import Supervisor
+from hogwild.procs import FailurePolicy, WorkerGroup
+from hogwild.run import Generation, RunEnd, RunLoop
+from hogwild.rundir import Progress
 
 log = logging.getLogger("a3c.train")
 
@@ -78,7 +76,8 @@ def train(cfg: A3CConfig) -> A3CResult:
 
 
 class A3CRun:
-    """The main process of one run (one node's, under ``torchrun``)."""
+    """The main process of one run (one node's, under ``torchrun``): A3C's side of the
+    engine's :class:`~hogwild.run.RunLoop`, which runs the plumbing around it."""
 
     def __init__(self, cfg: A3CConfig) -> None:
         self.cfg = cfg
@@ -109,57 +108,29 @@ class A3CRun:
         for rms in self._statistics().values():
             rms.share_memory()
 
-        self.sync = None
-        if launched_by_torchrun():
-            self.sync = NodeSync(
-                self.flat, num_counters=2, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
-            )
-        self.rank = self.sync.rank if self.sync else 0
-        self.is_main = self.rank == 0
-        self.rundir = (
-            RunDir(cfg.logdir, f"a3c_{cfg.env}_s{cfg.seed}", cfg, cfg.run_name, resume_dir=run_dir)
-            if self.is_main
-            else None
+        self.progress = Progress()
+        self.loop = RunLoop(
+            cfg,
+            "a3c.train",
+            telemetry_layout(),
+            params=self.flat,
+            counters=1,
+            progress=self.progress,
+            time_limit=cfg.time_limit,
+            checkpoint_every=cfg.checkpoint_interval,
+            warn=self.progress.print,
         )
+        self.rank, self.is_main = self.loop.rank, self.loop.is_main
+        self.rundir = None
+        if self.is_main:
+            name = f"a3c_{cfg.env}_s{cfg.seed}"
+            self.rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
 
         self.stats = RunStats()
         self.stats.env_steps = self.start_steps
         self.global_steps = self.start_steps
         self._synced_local = 0
-        self.pool = BufferPool(
-            telemetry_layout(),
-            producers=cfg.workers,
-            slots=4,
-            ctx=mp.get_context(cfg.start_method),
-        )
         self.evaluator: Evaluator | None = None
-        self.supervisor = Supervisor(
-            self.pool,
-            self.stats.add,
-            extra=lambda: self.evaluator.waitables() if self.evaluator else (),
-            on_stop=lambda: self.evaluator and self.evaluator.group.stop_event.set(),
-            on_kill=lambda: self.evaluator and self.evaluator.group.kill_now(),
-        )
-        self.group = WorkerGroup(
-            run_worker,
-            (
-                cfg,
-                self.spec,
-                self.flat,
-                self.optimizer,
-                self.env_steps,
-                self.published_steps,
-                self.pool,
-                self.obs_rms,
-                self.return_rms,
-            ),
-            cfg.workers,
-            cfg.seed + 100_003 * self.rank,
-            num_threads=cfg.threads_per_worker,
-            start_method=cfg.start_method,
-            policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
-            on_restart=self.supervisor.restarted,
-        )
         if cfg.eval_interval > 0 and self.is_main:
             self.evaluator = Evaluator(
                 functools.partial(build_model, self.spec.to_dict()),
@@ -171,11 +142,12 @@ class A3CRun:
                 device=cfg.eval_device,
                 seed=cfg.seed,
             )
-        self.progress = Progress()
         self.best_eval = -math.inf
         self.solved_at: tuple[float, int] | None = None
         self.best_100: tuple[float, float, int] | None = None
         self.entropy_warned = False
+        self.t0 = self.last_log = self.last_eval = self.last_progress = time.monotonic()
+        self.log_steps = self.global_steps
 
     def _restore(self, path: str) -> Path:
         ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
@@ -198,43 +170,95 @@ class A3CRun:
         self.elapsed_before = float(ckpt.get("wall_time", 0.0))
         return Path(path).parent
 
-    # -- the loop --------------------------------------------------------------------
+    # -- the run: what the engine's loop asks of A3C ---------------------------------------
     def run(self) -> A3CResult:
-        stats = self.stats
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
-        reason, exit_code = "step budget reached", 0
-        sup = self.supervisor
-        with GracefulShutdown(on_force=sup.kill_all, on_request=sup.request_stop) as shutdown:
-            self.t0 = time.monotonic()
-            sup.start(self.group)
-            if self.evaluator is not None:
-                self.evaluator.start()
-            self.last_log = self.last_eval = self.last_ckpt = self.last_progress = self.t0
-            self.log_steps = self.global_steps
-            try:
-                while True:
-                    ready = sup.wait(timeout=0.1)
-                    self._count_steps()
-                    now = time.monotonic()
-                    local = self._evaluate(ready, now) or self._check_solved(now)
-                    self._log(now)
-                    if shutdown.requested:
-                        local, exit_code = "interrupted", shutdown.exit_code
-                    local = local or self._budget_spent(now)
-                    reason_now = self._agree(local)
-                    self.published_steps.fill_(self.global_steps)
-                    if reason_now:
-                        reason = reason_now
-                        break
-            except (WorkerFailure, NodeFailure) as e:
-                self.progress.close()
-                print(f"a3c.train: error: {e}", file=sys.stderr)
-                reason, exit_code = "failure", 1
-            finally:
-                path = self._finish(final_round=exit_code != 1)
-        if self.is_main or exit_code:
-            solved = self.solved_at
+        self.loop.run(self)
+        return self.result
+
+    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+        """One generation of workers for the whole run; the evaluator starts with it."""
+        if last is not None:
+            return None
+        cfg = self.cfg
+        group = WorkerGroup(
+            run_worker,
+            (
+                cfg,
+                self.spec,
+                self.flat,
+                self.optimizer,
+                self.env_steps,
+                self.published_steps,
+                self.loop.pool,
+                self.obs_rms,
+                self.return_rms,
+            ),
+            cfg.workers,
+            cfg.seed + 100_003 * self.rank,
+            num_threads=cfg.threads_per_worker,
+            start_method=cfg.start_method,
+            policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
+            on_restart=self.loop.supervisor.restarted,
+        )
+        self.t0 = self.loop.t0
+        self.last_log = self.last_eval = self.last_progress = self.t0
+        self.log_steps = self.global_steps
+        if self.evaluator is not None:
+            self.loop.evaluator = self.evaluator.start()
+        return group
+
+    def on_message(self, view: dict[str, torch.Tensor]) -> None:
+        self.stats.add(view)
+
+    def tick(self, ready: Sequence[Any], now: float) -> str | None:
+        self._count_steps()
+        reason = self._evaluate(ready, now) or self._check_solved(now)
+        self._log(now)
+        self.published_steps.fill_(self.global_steps)
+        if self.global_steps >= self.cfg.total_steps:
+            return reason or "step budget reached"
+        return reason
+
+    def round_counters(self) -> list[float]:
+        self._count_steps()
+        return [float(self._synced_local)]
+
+    def round_gather(self) -> torch.Tensor | None:
+        """This node's running statistics, one vector, for the other nodes to merge."""
+        stats = list(self._statistics().values())
+        return torch.cat([rms.local() for rms in stats]) if stats else None
+
+    def on_round(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
+        """The run's steps are every node's steps as of the round, plus this node's since."""
+        self._merge_remote_statistics(gathered)
+        self.global_steps = (
+            self.start_steps
+            + int(totals[0])
+            + (self.stats.env_steps - self.start_steps - self._synced_local)
+        )
+        self.published_steps.fill_(self.global_steps)
+
+    def finish(self, end: RunEnd) -> dict[str, float] | None:
+        reason = end.reason or ("failure" if end.exit_code == 1 else "all workers finished")
+        self.wall = end.seconds
+        stats, metrics = self.stats, None
+        if self.rundir is not None:
+            write_logs(
+                self.rundir,
+                stats,
+                self.global_steps,
+                max(time.monotonic() - self.last_log, 1e-9),
+                self.global_steps - self.log_steps,
+            )
+            metrics = {
+                "mean_return_100": stats.mean_100,
+                "best_eval_return": self.best_eval,
+                "env_steps": self.global_steps,
+            }
+        if self.is_main or end.exit_code:
+            solved, path = self.solved_at, end.checkpoint
             self.progress.print(
                 f"{reason}: {self.global_steps} env steps in {self.wall:.1f} s "
                 f"({(self.global_steps - self.start_steps) / max(self.wall, 1e-9):,.0f} steps/s), "
@@ -242,7 +266,7 @@ class A3CRun:
                 + (f", solved after {solved[0]:.1f} s / {solved[1]} steps" if solved else "")
                 + (f"; checkpoint {path}" if path else "")
             )
-        return A3CResult(
+        self.result = A3CResult(
             self.rundir.path if self.rundir else None,
             self.global_steps,
             self.wall,
@@ -250,15 +274,17 @@ class A3CRun:
             self.solved_at,
             self.best_100,
             self.best_eval,
-            exit_code,
+            end.exit_code,
         )
+        return metrics
 
+    # -- A3C's decisions -------------------------------------------------------------------
     def _count_steps(self) -> None:
         """Fold this node's new env steps (from telemetry) into the global count."""
         self.global_steps += self.stats.env_steps - self.start_steps - self._synced_local
         self._synced_local = self.stats.env_steps - self.start_steps
 
-    def _evaluate(self, ready: list, now: float) -> str | None:
+    def _evaluate(self, ready: Sequence[Any], now: float) -> str | None:
         if self.evaluator is None:
             return None
         reason = None
@@ -270,7 +296,8 @@ class A3CRun:
                 if params is None:  # its snapshot was dropped: save nothing rather than another
                     log.warning("no snapshot kept for the evaluation at step %d", step)
                 else:
-                    self._checkpoint("best.pt", params, eval_mean_return=score)
+                    state = self.checkpoint_state(params, eval_mean_return=score)
+                    self.loop.save_checkpoint(state, self.rundir.path / "best.pt")
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
@@ -318,9 +345,6 @@ class A3CRun:
                 )
             )
         self.last_log, self.log_steps = now, self.global_steps
-        if now - self.last_ckpt >= self.cfg.checkpoint_interval:
-            self._checkpoint("checkpoint.pt")
-            self.last_ckpt = now
 
     def _warn_entropy_collapse(self, now: float) -> None:
         """Say once, on the console, when the policy has stopped exploring and improving."""
@@ -338,83 +362,10 @@ class A3CRun:
                 " it has almost stopped exploring (try --entropy-coef 0.01)"
             )
 
-    def _budget_spent(self, now: float) -> str | None:
-        if self.global_steps >= self.cfg.total_steps:
-            return "step budget reached"
-        if self.cfg.time_limit is not None and now - self.t0 >= self.cfg.time_limit:
-            return "time limit reached"
-        if self.group.finished:
-            return "all workers finished"
-        return None
-
-    def _agree(self, local: str | None) -> str | None:
-        """Alone, a local reason to stop is final; across nodes, all stop at the same round."""
-        if self.sync is None:
-            return local
-        if not self.sync.in_flight and (local or self.sync.due()):
-            self._local_reason = local
-            self.sync.start([self._synced_local, 1.0 if local else 0.0], self._local_statistics())
-        result = self.sync.poll()
-        if result is None:
-            return None
-        self._merge_remote_statistics(result.gathered)
-        self.global_steps = (
-            self.start_steps
-            + int(result.totals[0])
-            + (self.stats.env_steps - self.start_steps - self._synced_local)
-        )
-        if result.totals[1] > 0:
-            return self._local_reason or "another node stopped"
-        return None
-
-    def _finish(self, final_round: bool) -> Path | None:
-        self.supervisor.stop_workers(timeout=5.0)
-        if self.evaluator is not None:
-            self.evaluator.stop()
-        self.pool.close()
-        local = self.stats.env_steps - self.start_steps
-        if self.sync is not None:
-            try:
-                if final_round:
-                    result = self.sync.final_round([local, 1.0], self._local_statistics())
-                    self.global_steps = self.start_steps + int(result.totals[0])
-                    self._merge_remote_statistics(result.gathered)
-            except NodeFailure as e:
-                print(f"a3c.train: error: {e}", file=sys.stderr)
-            finally:
-                self.sync.close()
-        else:
-            self.global_steps = self.stats.env_steps
-        self.wall = time.monotonic() - self.t0
-        self.progress.close()
-        if self.rundir is None:
-            return None
-        path = self._checkpoint("checkpoint.pt")
-        write_logs(
-            self.rundir,
-            self.stats,
-            self.global_steps,
-            max(time.monotonic() - self.last_log, 1e-9),
-            self.global_steps - self.log_steps,
-        )
-        self.rundir.close(
-            {
-                "mean_return_100": self.stats.mean_100,
-                "best_eval_return": self.best_eval,
-                "env_steps": self.global_steps,
-            }
-        )
-        return path
-
     def _statistics(self) -> dict[str, RunningMeanStd]:
         """The shared running statistics of this run, by the name checkpoints use."""
         named = {"obs_rms": self.obs_rms, "return_rms": self.return_rms}
         return {k: v for k, v in named.items() if v is not None}
-
-    def _local_statistics(self) -> torch.Tensor | None:
-        """This node's running statistics, one vector, for the other nodes to merge."""
-        stats = list(self._statistics().values())
-        return torch.cat([rms.local() for rms in stats]) if stats else None
 
     def _merge_remote_statistics(self, gathered: list[torch.Tensor] | None) -> None:
         if not gathered:
@@ -432,14 +383,9 @@ class A3CRun:
             self.model.set_obs_stats(*self.obs_rms.mean_std())
         return self.buffers
 
-    def _checkpoint(self, name: str, snapshot: Snapshot | None = None, **extra) -> Path | None:
-        """Save ``name`` in the run folder; None when not rank 0 or when the write failed.
-
-        A failed write (disk full, folder gone) is one warning line and the run goes on:
-        the atomic write kept the previous file intact, and the next write may succeed.
-        """
-        if self.rundir is None:
-            return None
+    def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
+        """What a checkpoint holds: the live model, or the ``snapshot`` an evaluation scored."""
+        self._count_steps()
         self._current_buffers()
         state = self.model.state_dict()
         if snapshot is not None:
@@ -448,22 +394,17 @@ class A3CRun:
             if "buffers" in snapshot:
                 flatten_buffers(model).copy_(snapshot["buffers"])
             state = model.state_dict()
-        return save_checkpoint_or_warn(
-            {
-                "model": state,
-                "optimizer": self.optimizer.state_dict(),
-                "model_spec": self.spec.to_dict(),
-                "config": self.rundir.config,
-                "env_id": self.cfg.env,
-                "env_steps": self.global_steps,
-                "wall_time": self.elapsed_before + time.monotonic() - self.t0,
-                **{k: v.state() for k, v in self._statistics().items()},
-                **extra,
-            },
-            self.rundir.path / name,
-            "a3c.train",
-            self.progress.print,
-        )
+        return {
+            "model": state,
+            "optimizer": self.optimizer.state_dict(),
+            "model_spec": self.spec.to_dict(),
+            "config": self.rundir.config,
+            "env_id": self.cfg.env,
+            "env_steps": self.global_steps,
+            "wall_time": self.elapsed_before + time.monotonic() - self.t0,
+            **{k: v.state() for k, v in self._statistics().items()},
+            **extra,
+        }
 
 
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:

@@ -187,6 +187,14 @@ class Evaluator:
                 out.append((step, metrics, self.snapshots.pop(step, None)))
         return out
 
+    def request_stop(self) -> None:
+        """First Ctrl-C/SIGTERM: raise its stop flag (a signalled evaluator is not restarted)."""
+        self.group.stop_event.set()
+
+    def kill_now(self) -> None:
+        """Second Ctrl-C: kill it at once."""
+        self.group.kill_now()
+
     def stop(self, timeout: float = 5.0) -> None:
         self.group.stop(timeout)
         self.pool.close()

@@ -273,3 +273,20 @@ def send_then_maybe_die(ctx, pool, count: int, die_first_time: bool) -> None:
         producer.submit(slot)
     if die_first_time and ctx.rank == 0 and ctx.incarnation == 0:
         os._exit(3)
+
+
+def count_up(ctx, pool, count: int | None, die: bool) -> None:
+    """A worker for the RunLoop tests: numbered messages until ``count`` (None: until told
+    to stop); rank 0 then dies with exit code 3 if asked."""
+    producer = pool.producer(ctx.rank)
+    i = 0
+    while (count is None or i < count) and not ctx.should_stop():
+        slot = producer.acquire(timeout=10)
+        view = producer.view(slot)
+        view["rank"].fill_(ctx.rank)
+        view["seq"].fill_(i)
+        producer.submit(slot)
+        i += 1
+        time.sleep(0.002)
+        if die and ctx.rank == 0 and i == 5:
+            os._exit(3)

@@ -22,9 +22,9 @@ does (every flag is a keyword of :class:`MnistConfig`) and returns a :class:`Mni
 a bad setting or an unusable path raises :class:`hogwild.errors.UsageError`.
 
 Modules: ``trainer`` (hogwild mode's main process), ``worker`` (its workers),
-``multinode`` (the torchrun rounds), ``ddp`` and ``ddp_rank`` (``--mode ddp``: parent
-and ranks), ``model``, ``data``, ``config``, ``checkpoints``, ``report``, ``live_eval``
-and ``cli``.
+``multinode`` (under torchrun: same flags, same final weights), ``ddp`` and ``ddp_rank``
+(``--mode ddp``: parent and ranks), ``model``, ``data``, ``config``, ``checkpoints``,
+``report``, ``live_eval`` and ``cli``.
 """
 
 from hogwild.mnist.cli import main

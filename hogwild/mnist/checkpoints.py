@@ -66,8 +66,7 @@ def check_output_paths(cfg: MnistConfig) -> None:
         check_file_writable(cfg.checkpoint, "--checkpoint file")
 
 
-def save_run_checkpoint(
-    path: Path,
+def run_checkpoint(
     cfg: MnistConfig,
     model: nn.Module,
     optimizers: list[dict[str, Any]],
@@ -77,27 +76,26 @@ def save_run_checkpoint(
     elapsed: float,
     final: tuple[float, float] | None,
     milestones: dict[float, tuple[float, int]],
-) -> Path | None:
+) -> dict[str, Any]:
     """Both modes write this layout (``optimizers``: hogwild mode's one state per worker, or
-    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it.
+    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "version": 1,
+        "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
+        "optimizers": optimizers,
+        "config": config_dict(cfg),
+        "epoch": epoch,
+        "samples": samples,
+        "elapsed": elapsed,
+        "test_loss": None if final is None else final[0],
+        "test_accuracy": None if final is None else final[1],
+        "milestones": {str(k): list(v) for k, v in milestones.items()},
+    }
 
-    A failed write is one warning line on stderr and None: the run goes on (the next
-    epoch's write may succeed) and the previous checkpoint stays intact.
-    """
-    return save_checkpoint_or_warn(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "version": 1,
-            "model": {k: v.detach().cpu().clone() for k, v in model.state_dict().items()},
-            "optimizers": optimizers,
-            "config": config_dict(cfg),
-            "epoch": epoch,
-            "samples": samples,
-            "elapsed": elapsed,
-            "test_loss": None if final is None else final[0],
-            "test_accuracy": None if final is None else final[1],
-            "milestones": {str(k): list(v) for k, v in milestones.items()},
-        },
-        path,
-        PROG,
-    )
+
+def save_run_checkpoint(path: Path, cfg: MnistConfig, *args: Any, **kw: Any) -> Path | None:
+    """Write :func:`run_checkpoint` at ``path``. A failed write is one warning line on
+    stderr and None: the run goes on (the next epoch's write may succeed) and the previous
+    checkpoint stays intact."""
+    return save_checkpoint_or_warn(run_checkpoint(cfg, *args, **kw), path, PROG)

@@ -102,6 +102,10 @@ class LiveEvaluation:
             self.evaluator.stop()
             self.evaluator = None
 
+    def request_stop(self) -> None:
+        if self.evaluator is not None:
+            self.evaluator.request_stop()
+
     def kill_now(self) -> None:
         if self.evaluator is not None:
-            self.evaluator.group.kill_now()
+            self.evaluator.kill_now()

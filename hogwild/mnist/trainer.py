@@ -14,22 +14,23 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.multiprocessing as mp
 
-from hogwild.distributed import NodeFailure, launched_by_torchrun
+from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import resolve_device
 from hogwild.flat import flatten_parameters
-from hogwild.mnist.checkpoints import check_output_paths, load_resume, save_run_checkpoint
+from hogwild.mnist.checkpoints import check_output_paths, load_resume, run_checkpoint
 from hogwild.mnist.config import PROG, MnistConfig, epoch_lr
 from hogwild.mnist.data import load_data
 from hogwild.mnist.live_eval import LiveEvaluation
 from hogwild.mnist.model import build_model
-from hogwild.mnist.multinode import NodeRounds
+from hogwild.mnist.multinode import agree_on_start, check_identical
 from hogwild.mnist.report import (
     MnistResult,
     final_metrics,
@@ -39,17 +40,16 @@ from hogwild.mnist.report import (
     test_and_log,
 )
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
-from hogwild.pool import BufferPool
-from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
+from hogwild.procs import FailurePolicy, WorkerGroup
+from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
 from hogwild.rundir import Progress, RunDir
-from hogwild.shutdown import GracefulShutdown
-from hogwild.supervise import Supervisor
 
 log = logging.getLogger(__name__)
 
 
 class MnistRun:
-    """The main process: builds the shared model, runs one worker generation per epoch."""
+    """The main process: builds the shared model; one worker generation per epoch in the
+    engine's :class:`~hogwild.run.RunLoop`, and between two, test, log and checkpoint."""
 
     def __init__(self, cfg: MnistConfig, out: Any = None) -> None:
         # One thread here, before any tensor work: GNU OpenMP does not survive fork, so a
@@ -72,33 +72,34 @@ class MnistRun:
             self._restore(resume)
 
         self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
-        self.group: WorkerGroup | None = None
-        self.supervisor: Supervisor | None = None
         self.live_eval: LiveEvaluation | None = None
         self.progress = Progress(stream=self.out)
-        self._epoch, self._epoch_samples = 0, 0
+        self._epoch, self._epoch_samples, self._start = 0, 0, 0.0
         self._loss_window: list[tuple[float, int]] = []
         self._t0 = 0.0
+        self.final: tuple[float, float] | None = None
+        self._unsynced = self._in_round = 0  # local samples not yet / being counted in a round
 
         # Under torchrun: this process is one node; rank 0 alone tests, logs, checkpoints.
-        self.rounds: NodeRounds | None = None
-        self.rank, self.nodes = 0, 1
-        if launched_by_torchrun():
-            self.rounds = rounds = NodeRounds(
-                self.flat,
-                cfg,
-                stop_requested=lambda: self.shutdown.requested,
-                add_samples=self._add_others_samples,
-                say=self._print,
-            )
+        self.loop = RunLoop(
+            cfg,
+            PROG,
+            TELEMETRY,
+            params=self.flat,
+            counters=1,
+            progress=self.progress,
+            wait_timeout=0.05 if launched_by_torchrun() else 0.25,
+        )
+        self.rank, self.nodes = self.loop.rank, self.loop.nodes
+        if self.loop.sync is not None:
             try:
-                self.rank, self.nodes = rounds.rank, rounds.nodes
                 state = (self.start_epoch, self.samples, self.elapsed0, self.milestones)
-                state = rounds.agree_on_start(state)
+                state = agree_on_start(cfg, self.rank, self.nodes, state)
                 self.start_epoch, self.samples, self.elapsed0, self.milestones = state
             except BaseException:
-                rounds.close()
+                self.loop.close()
                 raise
+        self.epoch = self.start_epoch
 
     @property
     def is_main(self) -> bool:
@@ -131,9 +132,7 @@ class MnistRun:
 
     def close(self) -> None:
         """Leave the torchrun group, if this process joined one."""
-        if self.rounds is not None:
-            self.rounds.close()
-            self.rounds = None
+        self.loop.close()
 
     # -- the run -----------------------------------------------------------------------
     def _open_run(self) -> None:
@@ -142,26 +141,15 @@ class MnistRun:
         resume_dir = None
         if cfg.resume and (Path(cfg.resume).parent / "config.json").is_file():
             resume_dir = Path(cfg.resume).parent  # keep logging into the run being resumed
-        if self.is_main:
-            self.rundir: RunDir | _NoRunDir = RunDir(
-                cfg.logdir, "mnist", cfg, cfg.run_name, resume_dir=resume_dir
-            )
-            self.checkpoint_path = Path(cfg.checkpoint or self.rundir.path / "checkpoint.pt")
-        else:
-            self.rundir = _NoRunDir()
-        ctx = mp.get_context(cfg.start_method)
-        self.pool = BufferPool(TELEMETRY, producers=cfg.workers, slots=4, ctx=ctx)
-        self.supervisor = Supervisor(
-            self.pool,
-            self._consume,
-            extra=lambda: self.live_eval.waitables() if self.live_eval else (),
-            on_kill=lambda: self.live_eval and self.live_eval.kill_now(),
-        )
+        if self.is_main and cfg.checkpoint:
+            self.loop.checkpoint_path = Path(cfg.checkpoint)
+        self.rundir = self.loop.open_run_dir("mnist", cfg, cfg.run_name, resume_dir=resume_dir)
+        self.checkpoint_path = self.loop.checkpoint_path
+        self.loop.open_pool()
 
-    def run(self, shutdown: GracefulShutdown) -> MnistResult:
+    def run(self) -> MnistResult:
         """Train from ``start_epoch`` to ``cfg.epochs`` (or a stop); checkpoint; report."""
         cfg = self.cfg
-        self.shutdown = shutdown
         if self.start_epoch >= cfg.epochs:
             self._print(
                 f"{cfg.resume} already holds {self.start_epoch} epochs (--epochs {cfg.epochs}): "
@@ -169,61 +157,11 @@ class MnistRun:
             )
             return MnistResult(0, None, None, self.start_epoch, self.samples)
         self._open_run()
-        result = MnistResult(0, self.rundir.path, None, self.start_epoch, self.samples)
+        self.result = MnistResult(0, self.rundir.path, None, self.start_epoch, self.samples)
         self._print(self._banner())
         self._t0 = time.monotonic() - self.elapsed0
-        epoch, final, saved = self.start_epoch, None, True
-        try:
-            if cfg.eval_interval > 0 and self.is_main:
-                self.live_eval = LiveEvaluation(
-                    cfg, self.flat, self.rundir, self.milestones, self._t0
-                )
-            try:
-                while epoch < cfg.epochs and not self._stopping():
-                    saved = False
-                    completed, train_time = self._train_epoch(epoch)
-                    if not completed:
-                        break
-                    epoch += 1
-                    final = self._end_epoch(epoch, train_time, result)
-                    saved = True
-                    if self._target_reached(epoch, final):
-                        break
-                if self.rounds is not None:
-                    self.rounds.check_identical()
-            except (WorkerFailure, NodeFailure) as e:
-                self._stop_workers()
-                self.progress.close()
-                print(f"{PROG}: error: {e}", file=sys.stderr, flush=True)
-                result.exit_code = 1
-            finally:
-                self._stop_workers()
-                self.progress.close()
-            if shutdown.requested:
-                result.exit_code = shutdown.exit_code
-            if not saved:
-                # Stopped mid-epoch: the weights hold the partial epoch's progress, the epoch
-                # count does not, so a resume redoes that epoch from its start.
-                self._save_checkpoint(epoch, final)
-            if self.is_main:
-                result.checkpoint = self.checkpoint_path
-                self._print(f"checkpoint: {self.checkpoint_path}")
-            if result.exit_code == 0 and self.live_eval is not None:
-                self.live_eval.final_score(self.samples, lambda: shutdown.requested)
-            if self.is_main:
-                for line in milestone_lines(self.milestones):
-                    self._print(line)
-        finally:
-            if self.live_eval is not None:
-                self.live_eval.stop()
-            self.pool.close()
-            self.rundir.close(final_metrics(final, self.milestones))
-        result.epochs_done, result.samples = epoch, self.samples
-        result.elapsed = time.monotonic() - self._t0
-        result.milestones = dict(self.milestones)
-        if final is not None:
-            result.test_loss, result.test_accuracy = final
-        return result
+        self.loop.run(self)
+        return self.result
 
     def _banner(self) -> str:
         cfg, n = self.cfg, self.data.train_images.shape[0]
@@ -232,20 +170,42 @@ class MnistRun:
                 f"node {self.rank} of {self.nodes}: {cfg.workers} Hogwild! worker(s) on this "
                 f"node's shards of {n} images; node 0 tests, logs and checkpoints"
             )
-        on = f" on each of {self.nodes} nodes (torchrun)" if self.rounds is not None else ""
+        on = f" on each of {self.nodes} nodes (torchrun)" if self.nodes > 1 else ""
         return (
             f"training {cfg.model} ({self.flat.numel():,} parameters) with {cfg.workers} "
             f"Hogwild! worker(s){on}, {cfg.optimizer}, on {n} images; "
             f"run folder {self.rundir.path}"
         )
 
-    def _train_epoch(self, epoch: int) -> tuple[bool, float]:
-        """Run one generation of workers; False if stopped before all finished their shards.
+    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+        """After an epoch's generation: test, log, checkpoint; then the next epoch's.
 
-        Across nodes, the epoch ends for all at the same averaging round (see
-        :meth:`NodeRounds.epoch_over`), and a last exact round leaves every node the same
-        model.
+        An epoch stopped before every worker (on every node) finished its shard does not
+        count: the final checkpoint holds its progress, and a resume redoes it. Across
+        nodes, the epoch ends for all at the same round, and a last exact round leaves
+        every node the same model (the engine's rounds).
         """
+        cfg, loop = self.cfg, self.loop
+        if last is None and cfg.eval_interval > 0 and self.is_main:
+            self.live_eval = LiveEvaluation(cfg, self.flat, self.rundir, self.milestones, self._t0)
+            loop.evaluator = self.live_eval
+        if last is not None and last.completed:
+            self.epoch += 1
+            self.final = self._end_epoch(self.epoch, last.seconds)
+            if self._target_reached(self.epoch, self.final):
+                return self._last()
+        if loop.reason == ANOTHER_NODE:
+            self._print("another node was asked to stop: stopping")
+        if (last is not None and not last.completed) or self.epoch >= cfg.epochs or loop.stopping:
+            return self._last()
+        return self._generation(self.epoch)
+
+    def _last(self) -> None:
+        if self.loop.sync is not None:
+            check_identical(self.flat, self.rank, self.nodes, self._print)
+
+    def _generation(self, epoch: int) -> WorkerGroup:
+        """One generation of workers: each trains on its shard of this epoch's shuffle."""
         cfg = self.cfg
         plan = EpochPlan(
             epoch=epoch,
@@ -259,12 +219,12 @@ class MnistRun:
             node_rank=self.rank,
             nodes=self.nodes,
         )
-        self.group = WorkerGroup(
+        group = WorkerGroup(
             train_worker,
             (
                 self.model,
                 self.optimizers,
-                self.pool,
+                self.loop.pool,
                 self.data.train_images,
                 self.data.train_labels,
                 plan,
@@ -274,45 +234,32 @@ class MnistRun:
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=self.policy,
-            on_restart=self.supervisor.restarted,
+            on_restart=self.loop.supervisor.restarted,
         )
         self._epoch_samples, self._epoch = 0, epoch
-        if self.rounds is not None:
-            self.rounds.start_epoch()
         self.model.train()
-        start = time.monotonic()
-        self.supervisor.start(self.group)
-        while not self._epoch_over():
-            ready = self.supervisor.wait(timeout=0.25 if self.rounds is None else 0.05)
-            if self.live_eval is not None:
-                self.live_eval.poll(ready, self.samples)
-            self._show_progress(start)
-        self.supervisor.drain()
-        train_time = time.monotonic() - start
-        # Every shard done counts even if a stop request came in meanwhile: nothing is lost.
-        completed = self.group.finished
-        self._stop_workers()
-        if self.rounds is not None:
-            completed = self.rounds.last_round()
-        return completed, train_time
+        self._start = time.monotonic()
+        return group
 
-    # -- alone or across nodes ---------------------------------------------------------
-    def _stopping(self) -> bool:
-        """Alone, a signal stops the run; across nodes, a stop all of them agreed on."""
-        if self.rounds is not None:
-            return self.rounds.stop_agreed
-        return self.shutdown.requested
+    def tick(self, ready: Sequence[Any], now: float) -> None:
+        if self.live_eval is not None:
+            self.live_eval.poll(ready, self.samples)
+        self._show_progress(self._start)
 
-    def _epoch_over(self) -> bool:
-        """Alone: all workers are done (or a stop). Across nodes: what the rounds say."""
-        assert self.group is not None
-        if self.rounds is None:
-            return self.group.finished or self.shutdown.requested
-        return self.rounds.epoch_over(self.group.finished)
+    # -- across nodes: counters [samples trained since the last round] -------------------
+    def round_counters(self) -> list[float]:
+        self._in_round, self._unsynced = self._unsynced, 0
+        return [float(self._in_round)]
 
-    def _add_others_samples(self, n: int) -> None:
-        self.samples += n
-        self._epoch_samples += n
+    def round_gather(self) -> None:
+        return None
+
+    def on_round(self, totals: torch.Tensor, gathered: Any) -> None:
+        """Add the samples the other nodes trained."""
+        others = int(totals[0]) - self._in_round
+        self._in_round = 0
+        self.samples += others
+        self._epoch_samples += others
 
     def _target_reached(self, epoch: int, final: tuple[float, float] | None) -> bool:
         """Stop for ``--target-accuracy``? Only rank 0 tests, so across nodes its verdict
@@ -323,9 +270,8 @@ class MnistRun:
             and cfg.target_accuracy is not None
             and final[1] >= cfg.target_accuracy
         )
-        rounds = self.rounds
-        if rounds is not None and epoch < cfg.epochs and not rounds.stop_agreed:
-            reached = rounds.agree_on_target(reached)
+        if self.loop.sync is not None and epoch < cfg.epochs and not self.loop.stopping:
+            reached = self.loop.vote(reached)
         if reached:
             if self.is_main:
                 self._print(f"reached --target-accuracy {cfg.target_accuracy}%: stopping")
@@ -333,9 +279,7 @@ class MnistRun:
                 self._print(f"node 0 reached --target-accuracy {cfg.target_accuracy}%: stopping")
         return reached
 
-    def _end_epoch(
-        self, epoch: int, train_time: float, result: MnistResult
-    ) -> tuple[float, float] | None:
+    def _end_epoch(self, epoch: int, train_time: float) -> tuple[float, float] | None:
         """Test, log and checkpoint (rank 0 alone; other nodes return None)."""
         cfg = self.cfg
         if not self.is_main:
@@ -361,19 +305,38 @@ class MnistRun:
             self.milestones,
         )
         self._print(line)
-        result.history.append(record)
-        self._save_checkpoint(epoch, final)
+        self.result.history.append(record)
+        self.final = final
+        self.loop.save_checkpoint()
         return final
 
+    def finish(self, end: RunEnd) -> dict[str, float]:
+        """Workers stopped and the final checkpoint written: the final score, the report."""
+        result = self.result
+        result.exit_code = end.exit_code
+        if self.is_main:
+            result.checkpoint = self.checkpoint_path
+            self._print(f"checkpoint: {self.checkpoint_path}")
+        if end.exit_code == 0 and self.live_eval is not None:
+            self.live_eval.final_score(self.samples, lambda: self.loop.shutdown.requested)
+        if self.is_main:
+            for line in milestone_lines(self.milestones):
+                self._print(line)
+        result.epochs_done, result.samples = self.epoch, self.samples
+        result.elapsed = time.monotonic() - self._t0
+        result.milestones = dict(self.milestones)
+        if self.final is not None:
+            result.test_loss, result.test_accuracy = self.final
+        return final_metrics(self.final, self.milestones)
+
     # -- telemetry -----------------------------------------------------------------------
-    def _consume(self, view: dict[str, torch.Tensor]) -> None:
+    def on_message(self, view: dict[str, torch.Tensor]) -> None:
         n = int(view["samples"])
         if n == 0:
             return
         self.samples += n
         self._epoch_samples += n
-        if self.rounds is not None:
-            self.rounds.unsynced += n
+        self._unsynced += n
         loss = float(view["loss_sum"]) / n
         self._loss_window = [*self._loss_window[-31:], (loss, n)]
         self.rundir.scalars(
@@ -393,50 +356,22 @@ class MnistRun:
         )
 
     # -- bookkeeping -------------------------------------------------------------------
-    def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path | None:
-        if not self.is_main:
-            return None
-        return save_run_checkpoint(
-            self.checkpoint_path,
+    def checkpoint_state(self) -> dict[str, Any]:
+        """Epochs done and the weights; stopped mid-epoch, the weights hold the partial
+        epoch's progress, the epoch count does not, so a resume redoes that epoch."""
+        return run_checkpoint(
             self.cfg,
             self.model,
             [opt.state_dict() for opt in self.optimizers],
-            epoch=epoch,
+            epoch=self.epoch,
             samples=self.samples,
             elapsed=time.monotonic() - self._t0,
-            final=final,
+            final=self.final,
             milestones=self.milestones,
         )
 
-    def _stop_workers(self) -> None:
-        if self.supervisor is not None:
-            self.supervisor.stop_workers(timeout=5.0)
-        self.group = None
-
-    def request_stop(self) -> None:
-        """First Ctrl-C/SIGTERM: raise the stop flag now, so a signalled worker is not restarted."""
-        if self.supervisor is not None:
-            self.supervisor.request_stop()
-
-    def kill_all(self) -> None:
-        """Second Ctrl-C: kill every child at once."""
-        if self.supervisor is not None:
-            self.supervisor.kill_all()
-
     def _print(self, text: str) -> None:
         self.progress.print(text)
-
-
-class _NoRunDir:
-    """The run folder of nodes other than rank 0: they log nothing (rank 0 owns the run)."""
-
-    path = None
-
-    def scalars(self, values: dict[str, float], step: int) -> None:
-        pass
-
-    def close(self, final_metrics: dict[str, float] | None = None) -> None:
-        pass
 
 
 def train(cfg: MnistConfig, out: Any = None) -> MnistResult:
@@ -453,10 +388,7 @@ def train(cfg: MnistConfig, out: Any = None) -> MnistResult:
     try:
         trainer = MnistRun(cfg, out)
         try:
-            with GracefulShutdown(
-                on_force=trainer.kill_all, on_request=trainer.request_stop
-            ) as shutdown:
-                return trainer.run(shutdown)
+            return trainer.run()
         finally:
             trainer.close()
     finally:

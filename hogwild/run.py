@@ -1,0 +1,354 @@
+"""The engine's main loop: an app plugs in what is its own, the loop does the plumbing.
+
+Both apps' main processes make the same moves: catch Ctrl-C/SIGTERM, start a generation
+of workers, wait on telemetry, workers and evaluator with a timeout, hand each message
+to the app, ask it after every wait whether to stop, agree with the other nodes under
+``torchrun``, checkpoint now and then and at the end, and on every way out (a reason, a
+signal, a failed worker or node) stop the workers, the evaluator and the pool. That is
+:class:`RunLoop`. What the app keeps is in :class:`RunApp`: the worker generations it
+starts, what a message means, its reasons to stop, what a checkpoint holds, what it
+counts across nodes, and its summary. An app with one long generation (A3C) returns one
+group; one with a generation per epoch (MNIST) returns the next until it is done.
+
+Across nodes, every round of :class:`~hogwild.distributed.NodeSync` carries two votes in
+front of the app's own counters: *stop* (any node's vote stops all) and *done* (the
+generation is over when every node is done). Rounds pair up by their order on each node,
+so every decision is taken from round totals, which are the same on all nodes.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+import torch.multiprocessing as mp
+
+from hogwild.checkpoint import save_checkpoint_or_warn
+from hogwild.config import EngineConfig
+from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
+from hogwild.pool import BufferPool
+from hogwild.procs import WorkerFailure, WorkerGroup
+from hogwild.rundir import Progress, RunDir
+from hogwild.shutdown import GracefulShutdown
+from hogwild.supervise import Supervisor
+
+__all__ = ["ANOTHER_NODE", "INTERRUPTED", "Generation", "RunApp", "RunEnd", "RunLoop"]
+
+INTERRUPTED = "interrupted"
+ANOTHER_NODE = "another node stopped"
+
+
+@dataclass
+class Generation:
+    """How one generation of workers ended.
+
+    ``reason``: why the run is to stop (None: the generation just ended); ``completed``:
+    every worker (on every node) finished its work; ``seconds``: from its start until its
+    last message was read.
+    """
+
+    reason: str | None
+    completed: bool
+    seconds: float
+
+
+@dataclass
+class RunEnd:
+    """What the app's :meth:`RunApp.finish` is told."""
+
+    reason: str | None
+    exit_code: int
+    seconds: float  # since the loop started
+    checkpoint: Path | None  # the final checkpoint, if this node wrote one
+
+
+class RunApp(Protocol):
+    """What an application plugs into :class:`RunLoop`."""
+
+    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+        """The next group of workers to run (``last``: how the one before ended), or None
+        when the run is over (see :attr:`RunLoop.stopping`). Its ``on_restart`` is
+        ``loop.supervisor.restarted``."""
+
+    def on_message(self, view: dict[str, torch.Tensor]) -> None:
+        """One telemetry message (a view of its slot, valid during the call)."""
+
+    def tick(self, ready: Sequence[Any], now: float) -> str | None:
+        """After each wait (``ready``: what woke it): the app's reason to stop, if any."""
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """What a checkpoint holds (called periodically and at the end, on the main node)."""
+
+    def round_counters(self) -> list[float]:
+        """Across nodes: this node's counters for a round (summed over nodes)."""
+
+    def round_gather(self) -> torch.Tensor | None:
+        """Across nodes: a vector to all-gather in the same round (or None)."""
+
+    def on_round(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
+        """Across nodes: a round's totals of the app's counters, and the gathered vectors."""
+
+    def finish(self, end: RunEnd) -> dict[str, float] | None:
+        """Workers stopped, final checkpoint written: summarise; the run folder's metrics."""
+
+
+class NullRunDir:
+    """The run folder of nodes other than rank 0: they log nothing (rank 0 owns the run)."""
+
+    path = None
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        pass
+
+    def scalars(self, values: dict[str, float], step: int) -> None:
+        pass
+
+    def close(self, final_metrics: dict[str, float] | None = None) -> None:
+        pass
+
+
+class RunLoop:
+    """One node's main loop. Under ``torchrun`` it joins the group on construction (and
+    ``params`` start from rank 0's); :meth:`close` leaves it.
+
+    ``counters``: how many counters the app adds to each round (see
+    :meth:`RunApp.round_counters`); ``wait_timeout``: the longest wait between two ticks;
+    ``time_limit``: seconds after which the run stops; ``checkpoint_every``: seconds
+    between checkpoints while workers run (None: only at the end and when the app calls
+    :meth:`save_checkpoint`).
+    """
+
+    def __init__(
+        self,
+        cfg: EngineConfig,
+        prog: str,
+        layout: dict[str, tuple[tuple[int, ...], torch.dtype]],
+        *,
+        params: torch.Tensor,
+        counters: int = 0,
+        progress: Progress | None = None,
+        wait_timeout: float = 0.1,
+        time_limit: float | None = None,
+        checkpoint_every: float | None = None,
+        warn: Any = None,
+    ) -> None:
+        self.cfg, self.prog, self.layout = cfg, prog, layout
+        self.progress = progress or Progress()
+        self.wait_timeout, self.time_limit = wait_timeout, time_limit
+        self.checkpoint_every = checkpoint_every
+        self.warn = warn  # prints a failed checkpoint write's warning (default: stderr)
+        self.sync: NodeSync | None = None
+        if launched_by_torchrun():
+            self.sync = NodeSync(
+                params, 2 + counters, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
+            )
+        self.rank = self.sync.rank if self.sync else 0
+        self.nodes = self.sync.world if self.sync else 1
+        self.rundir: RunDir | NullRunDir = NullRunDir()
+        self.checkpoint_path: Path | None = None
+        self.evaluator: Any = None  # waitables(), request_stop(), kill_now(), stop()
+        self.pool: BufferPool | None = None
+        self.supervisor: Supervisor | None = None
+        self.shutdown = GracefulShutdown()
+        self.reason: str | None = None
+        self.t0 = time.monotonic()
+        self._dirty = False  # workers ran since the last checkpoint
+        self._round_reason: str | None = None
+        self._all_done = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def stopping(self) -> bool:
+        """Alone, a signal stops the run; across nodes, a stop all of them agreed on."""
+        return self.reason is not None or (self.sync is None and self.shutdown.requested)
+
+    def open_run_dir(
+        self, name: str, config: Any, run_name: str | None, resume_dir: Path | None = None
+    ) -> RunDir | NullRunDir:
+        """The run folder (rank 0 alone) and its ``checkpoint.pt``, unless already set."""
+        if self.is_main:
+            self.rundir = RunDir(self.cfg.logdir, name, config, run_name, resume_dir=resume_dir)
+            self.checkpoint_path = self.checkpoint_path or self.rundir.path / "checkpoint.pt"
+        return self.rundir
+
+    def open_pool(self) -> Supervisor:
+        """The telemetry pool and the supervisor that reads it (before the first group)."""
+        if self.supervisor is None:
+            ctx = mp.get_context(self.cfg.start_method)
+            self.pool = BufferPool(self.layout, producers=self.cfg.workers, slots=4, ctx=ctx)
+            self.supervisor = Supervisor(
+                self.pool,
+                self._on_message,
+                extra=lambda: self.evaluator.waitables() if self.evaluator else (),
+                on_stop=lambda: self.evaluator and self.evaluator.request_stop(),
+                on_kill=lambda: self.evaluator and self.evaluator.kill_now(),
+            )
+        return self.supervisor
+
+    def _on_message(self, view: dict[str, torch.Tensor]) -> None:
+        self.app.on_message(view)
+
+    # -- the run -------------------------------------------------------------------------
+    def run(self, app: RunApp) -> int:
+        """Run generations until the app has none left or a reason to stop; the exit code:
+        0, 128 + signal number after Ctrl-C/SIGTERM, 1 after a failed worker or node (one
+        line on stderr). Workers, evaluator, pool and node group are gone afterwards."""
+        self.app = app
+        sup = self.open_pool()
+        exit_code = 0
+        with GracefulShutdown(on_force=sup.kill_all, on_request=sup.request_stop) as shutdown:
+            self.shutdown = shutdown
+            self.t0 = time.monotonic()
+            try:
+                last = None
+                while (group := app.next_generation(last)) is not None:
+                    last = self._generation(group)
+            except (WorkerFailure, NodeFailure) as e:
+                sup.stop_workers(timeout=5.0)
+                self.progress.close()
+                print(f"{self.prog}: error: {e}", file=sys.stderr, flush=True)
+                exit_code = 1
+            finally:
+                try:
+                    self._end(exit_code)
+                finally:
+                    self._close_children()
+                    self.close()
+            return self.exit_code
+
+    def _generation(self, group: WorkerGroup) -> Generation:
+        """Start ``group``, tick until a reason to stop or the group is done; stop it."""
+        sup, app = self.supervisor, self.app
+        assert sup is not None
+        self._all_done = False
+        self._dirty = True
+        start = last_ckpt = time.monotonic()
+        sup.start(group)
+        while True:
+            ready = sup.wait(timeout=self.wait_timeout)
+            now = time.monotonic()
+            local = app.tick(ready, now)
+            if self.checkpoint_every is not None and now - last_ckpt >= self.checkpoint_every:
+                self.save_checkpoint()
+                last_ckpt = now
+            if self.shutdown.requested:
+                local = INTERRUPTED
+            if local is None and self.time_limit is not None and now - self.t0 >= self.time_limit:
+                local = "time limit reached"
+            if self.sync is None:
+                if local is not None or group.finished:
+                    self.reason = local
+                    break
+            elif self._round(local, group.finished and local is None):
+                break
+        sup.drain()
+        seconds = time.monotonic() - start
+        # Every worker done counts even if a stop request came in meanwhile.
+        completed = group.finished if self.sync is None else self._all_done
+        sup.stop_workers(timeout=5.0)
+        if self.sync is not None:
+            completed = self._final_round()
+        return Generation(self.reason, completed, seconds)
+
+    def _end(self, exit_code: int) -> None:
+        sup = self.supervisor
+        if sup is not None:
+            sup.stop_workers(timeout=5.0)
+        self.progress.close()
+        if self.shutdown.requested:
+            exit_code = self.shutdown.exit_code
+        self.exit_code = exit_code
+        seconds = time.monotonic() - self.t0
+        path = self.save_checkpoint() if self._dirty else None
+        metrics = self.app.finish(RunEnd(self.reason, exit_code, seconds, path))
+        self.rundir.close(metrics)
+
+    def _close_children(self) -> None:
+        if self.evaluator is not None:
+            self.evaluator.stop()
+            self.evaluator = None
+        if self.pool is not None:
+            self.pool.close()
+
+    def close(self) -> None:
+        """Leave the torchrun group, if this process joined one."""
+        if self.sync is not None:
+            self.sync.close()
+            self.sync = None
+
+    # -- checkpoints ---------------------------------------------------------------------
+    def save_checkpoint(
+        self, state: dict[str, Any] | None = None, path: Path | None = None
+    ) -> Path | None:
+        """Save ``state`` (default: the app's :meth:`~RunApp.checkpoint_state`) at ``path``
+        (default: the run's checkpoint); None when not the main node or the write failed
+        (one warning line: the atomic write kept the previous file, and the run goes on)."""
+        path = path or self.checkpoint_path
+        if path is None:
+            return None
+        if state is None:
+            state = self.app.checkpoint_state()
+            self._dirty = self.supervisor is not None and self.supervisor.group is not None
+        return save_checkpoint_or_warn(state, path, self.prog, self.warn)
+
+    # -- across nodes --------------------------------------------------------------------
+    def _round(self, local: str | None, done: bool) -> bool:
+        """Start a round when due (or at once with a vote); True when one ended the
+        generation: some node voted to stop, or every node is done."""
+        sync = self.sync
+        assert sync is not None
+        if not sync.in_flight and (local is not None or done or sync.due()):
+            self._round_reason = local
+            sync.start(self._counters(local is not None, done), self.app.round_gather())
+        result = sync.poll()
+        if result is None:
+            return False
+        self._count(result.totals, result.gathered)
+        self._all_done = bool(result.totals[1] >= self.nodes)
+        return self._all_done or self.reason is not None
+
+    def _final_round(self) -> bool:
+        """The blocking, exact round once workers stopped: identical models everywhere.
+        True if every node had finished."""
+        assert self.sync is not None
+        stop = self.reason is not None or self.shutdown.requested
+        self._round_reason = self.reason or (INTERRUPTED if self.shutdown.requested else None)
+        result = self.sync.final_round(
+            self._counters(stop, self._all_done), self.app.round_gather()
+        )
+        self._count(result.totals, result.gathered)
+        return self._all_done
+
+    def vote(self, flag: bool) -> bool:
+        """A blocking round between generations: True if any node votes ``flag``.
+
+        The parameters are identical on every node here; they are put back bit for bit
+        after the (exact) average.
+        """
+        if self.sync is None:
+            return flag
+        keep = self.sync.params.clone()
+        self._round_reason = INTERRUPTED if self.shutdown.requested else None
+        result = self.sync.final_round(
+            [float(self.shutdown.requested), float(flag), *self.app.round_counters()],
+            self.app.round_gather(),
+        )
+        self.sync.params.copy_(keep)
+        self._count(result.totals, result.gathered)
+        return bool(result.totals[1] > 0)
+
+    def _counters(self, stop: bool, done: bool) -> list[float]:
+        return [float(stop), float(done), *self.app.round_counters()]
+
+    def _count(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
+        self.app.on_round(totals[2:], gathered)
+        if totals[0] > 0 and self.reason is None:
+            self.reason = self._round_reason or ANOTHER_NODE

@@ -20,7 +20,7 @@ from a3c.envs.atari import (  # noqa: E402
     register_atari_envs,
 )
 from a3c.envs.episodes import episode_scores  # noqa: E402
-from a3c.envs.make import _gym_make  # noqa: E402
+from a3c.envs.make import _gym_make, make_env  # noqa: E402
 from hogwild.errors import UsageError  # noqa: E402
 
 
@@ -197,3 +197,22 @@ def test_episode_scores_on_a_same_step_vector_env():
     assert len(found) >= 2
     assert life_losses >= 4 * len(found)  # training episodes ended without a score
     envs.close()
+
+
+def test_make_env_registers_and_wraps():
+    """make_env's hook. Until adapt_spaces takes images it refuses the wrapped frames."""
+    try:
+        env = make_env("ALE/Pong-v5")
+    except UsageError as e:
+        assert "(4, 84, 84)" in str(e)  # the wrapped frames reached adapt_spaces
+    else:
+        assert env.observation_space.shape == (4, 84, 84)
+        env.close()
+
+
+def test_make_env_errors_for_atari_ids(monkeypatch):
+    with pytest.raises(UsageError, match="did you mean 'ALE/Pong-v5'"):
+        make_env("ALE/Pongg-v5")
+    monkeypatch.setitem(sys.modules, "ale_py", None)
+    with pytest.raises(UsageError, match=r'needs the atari extra: .*pip install -e "\.\[atari\]"'):
+        make_env("BreakoutNoFrameskip-v4")

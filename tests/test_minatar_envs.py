@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from a3c.envs import make_env
 from a3c.envs.minatar import is_minatar_id, register_minatar_envs, wrap_minatar
 from hogwild.errors import UsageError
 
@@ -26,6 +27,8 @@ def test_missing_minatar_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "minatar.gym", None)
     with pytest.raises(UsageError, match=r'pip install -e "\.\[minatar\]"'):
         register_minatar_envs()
+    with pytest.raises(UsageError, match="'MinAtar/Breakout-v1' needs the minatar extra"):
+        make_env("MinAtar/Breakout-v1")
 
 
 @pytest.mark.parametrize(
@@ -50,3 +53,15 @@ def test_channel_first_uint8_images(game, channels, actions):
         if terminated or truncated:
             obs, _ = env.reset()
     env.close()
+
+
+def test_make_env_registers_and_wraps():
+    """make_env's hook. Until adapt_spaces takes images it refuses the wrapped grids."""
+    pytest.importorskip("minatar", reason='needs the minatar extra: pip install -e ".[minatar]"')
+    try:
+        env = make_env("MinAtar/Breakout-v1")
+    except UsageError as e:
+        assert "(4, 10, 10)" in str(e)  # the wrapped grids reached adapt_spaces
+    else:
+        assert env.observation_space.shape == (4, 10, 10)
+        env.close()

@@ -94,12 +94,16 @@ def is_atari_id(env_id: str) -> bool:
     return False
 
 
-def register_atari_envs() -> None:
-    """Import ale-py, which registers its games with Gymnasium (idempotent, ~20 ms)."""
+def register_atari_envs(env_id: str | None = None) -> None:
+    """Import ale-py, which registers its games with Gymnasium (idempotent, ~20 ms).
+
+    ``env_id`` only goes into the error message if ale-py is missing.
+    """
     try:
         import ale_py
     except ImportError as e:
-        raise UsageError(f"Atari games need the atari extra: {INSTALL_HINT} ({e})") from e
+        what = "Atari games need" if env_id is None else f"environment {env_id!r} needs"
+        raise UsageError(f"{what} the atari extra: {INSTALL_HINT} ({e})") from e
     gym.register_envs(ale_py)
     # No "A.L.E: Arcade Learning Environment ... [Powered by Stella]" banner per process.
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
@@ -111,7 +115,7 @@ def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     The emulator's own frame skip is turned off (unless the caller set ``frameskip``)
     so that :func:`wrap_atari` can skip and max-pool.
     """
-    register_atari_envs()
+    register_atari_envs(env_id)
     return {"frameskip": 1, **kwargs}
 
 

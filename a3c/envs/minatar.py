@@ -40,18 +40,19 @@ def is_minatar_id(env_id: str) -> bool:
     return isinstance(env_id, str) and env_id.rpartition(":")[2].startswith("MinAtar/")
 
 
-def register_minatar_envs() -> None:
+def register_minatar_envs(env_id: str | None = None) -> None:
     """Register MinAtar's games with Gymnasium once (importing ``minatar`` only now).
 
     ``minatar`` imports matplotlib and seaborn at import time (for its display), so the
-    first call takes about a second.
+    first call takes about a second. ``env_id`` only goes into the error message.
     """
     if "MinAtar/Breakout-v1" in gym.registry:
         return  # registering again would only print "Overriding environment" warnings
     try:
         import minatar.gym
     except ImportError as e:
-        raise UsageError(f"MinAtar games need the minatar extra: {INSTALL_HINT} ({e})") from e
+        what = "MinAtar games need" if env_id is None else f"environment {env_id!r} needs"
+        raise UsageError(f"{what} the minatar extra: {INSTALL_HINT} ({e})") from e
     minatar.gym.register_envs()
 
 

@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from a3c.envs import atari, minatar
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
 from hogwild.errors import UsageError
 
@@ -48,6 +49,10 @@ def make_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
     """
     env = _gym_make(env_id, kwargs)
     try:
+        if atari.is_atari_id(env_id):
+            env = atari.wrap_atari(env)
+        elif minatar.is_minatar_id(env_id):
+            env = minatar.wrap_minatar(env)
         env = adapt_spaces(env, env_id)
     except BaseException:
         env.close()
@@ -141,6 +146,10 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
                 f"cannot import module {module!r} of environment id {env_id!r}: {_one_line(e)}"
             ) from e
 
+    if atari.is_atari_id(env_id):
+        kwargs = atari.atari_make_kwargs(env_id, kwargs)  # registers; frameskip=1
+    elif minatar.is_minatar_id(env_id):
+        minatar.register_minatar_envs(env_id)
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:

@@ -1,0 +1,304 @@
+"""Atari 2600 games (ale-py) with the standard DeepMind preprocessing, for A3C.
+
+ale-py is imported only when an Atari id is asked for (:func:`register_atari_envs`); a
+missing ale-py (or OpenCV, which Gymnasium's ``AtariPreprocessing`` resizes with) is a
+one-line :class:`~hogwild.errors.UsageError` naming the ``atari`` extra.
+
+:func:`wrap_atari` builds this stack, innermost first::
+
+    gym.make(id, frameskip=1)        ALE/...-v5: sticky actions (p=0.25) are kept
+    RecordEpisodeStatistics          info["episode"] = {r, l, t}: the REAL game
+    AtariPreprocessing               no-op starts, skip 4 + max of the last 2 frames,
+                                     grayscale, 84x84 (uint8)
+    EpisodicLife                     terminated=True on a life loss, game NOT reset
+    FireOnReset                      press FIRE after every reset (games that need it)
+    TransformReward(sign)            rewards clipped to -1, 0, +1 for learning
+    FrameStackObservation(4)         uint8 (4, 84, 84), channel-first
+
+``info["episode"]`` comes from the innermost wrapper, so it appears only when a real
+game ends (game over, or ALE's own 108 000-frame cap), never at a life loss, and holds
+the unclipped score ``r``, the length ``l`` in *emulator frames* (agent steps x 4 plus
+the no-ops and the resets' FIRE steps) and the wall time ``t``.
+:func:`a3c.envs.episodes.episode_scores` reads it out of a vector env's ``info``.
+
+Frame skip: ``ALE/...-v5`` (and ``...-v0``/``...-v4``) ids skip frames inside the
+emulator, which cannot max-pool the last two frames (needed for games whose sprites
+flicker), so they are made with ``frameskip=1`` and ``AtariPreprocessing`` does the skip,
+as SB3 and CleanRL do. ``...NoFrameskip-v4`` ids already have ``frameskip=1``.
+Sticky actions: v5 ids repeat the previous action with probability 0.25 at every
+emulator frame (Machado et al., 2018), ``NoFrameskip-v4`` ids never do (the setting of
+the A3C and DQN papers). This module keeps each id's default; pass
+``repeat_action_probability=`` to :func:`make_atari_env` to choose.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import (
+    AtariPreprocessing,
+    FrameStackObservation,
+    RecordEpisodeStatistics,
+    TransformReward,
+)
+
+from hogwild.errors import UsageError
+
+__all__ = [
+    "EpisodicLife",
+    "FireOnReset",
+    "atari_make_kwargs",
+    "is_atari_id",
+    "make_atari_env",
+    "register_atari_envs",
+    "wrap_atari",
+]
+
+INSTALL_HINT = 'pip install "hogwild-a3c[atari]" (or, from a checkout, pip install -e ".[atari]")'
+
+# ale-py's ids: ALE/Pong-v5, PongNoFrameskip-v4, and (registered by ale-py too) the older
+# Pong-v0, Pong-v4, PongNoFrameskip-v0.
+_ALE_V5 = re.compile(r"^ALE/[A-Za-z0-9]+-v\d+$")
+_NO_FRAMESKIP = re.compile(r"^[A-Z][A-Za-z0-9]*NoFrameskip-v[04]$")
+_OLD_STYLE = re.compile(r"^[A-Z][A-Za-z0-9]*-v[04]$")
+
+
+def _bare(env_id: str) -> str:
+    """The id without a ``module:`` prefix."""
+    return env_id.rpartition(":")[2]
+
+
+def is_atari_id(env_id: str) -> bool:
+    """Whether ``env_id`` names an ale-py game (``ALE/Pong-v5``, ``PongNoFrameskip-v4`` ...).
+
+    Registered ids are judged by their entry point; unregistered ones by their shape.
+    ``Pong-v4`` (no ``NoFrameskip``) shares its shape with other families' ids, so it
+    counts as Atari only if ale-py, when installed, registers it.
+    """
+    if not isinstance(env_id, str):
+        return False
+    name = _bare(env_id)
+    if name in gym.registry:
+        return str(gym.registry[name].entry_point).startswith("ale_py")
+    if _ALE_V5.match(name) or _NO_FRAMESKIP.match(name):
+        return True
+    if _OLD_STYLE.match(name):
+        try:
+            register_atari_envs()
+        except UsageError:
+            return False
+        return name in gym.registry and is_atari_id(name)
+    return False
+
+
+def register_atari_envs(env_id: str | None = None) -> None:
+    """Import ale-py, which registers its games with Gymnasium (idempotent, ~20 ms).
+
+    ``env_id`` only goes into the error message if ale-py is missing.
+    """
+    try:
+        import ale_py
+    except ImportError as e:
+        what = "Atari games need" if env_id is None else f"environment {env_id!r} needs"
+        raise UsageError(f"{what} the atari extra: {INSTALL_HINT} ({e})") from e
+    gym.register_envs(ale_py)
+    # No "A.L.E: Arcade Learning Environment ... [Powered by Stella]" banner per process.
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+
+
+def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Register ale-py's games; ``kwargs`` for ``gym.make`` with ``frameskip=1`` added.
+
+    The emulator's own frame skip is turned off (unless the caller set ``frameskip``)
+    so that :func:`wrap_atari` can skip and max-pool.
+    """
+    register_atari_envs(env_id)
+    return {"frameskip": 1, **kwargs}
+
+
+class EpisodicLife(gym.Wrapper):
+    """A life loss ends the *training* episode (``terminated=True``) but not the game.
+
+    After a life loss, ``reset()`` does not reset the emulator: it takes one no-op step
+    and returns its observation (``seed``/``options`` are then ignored). Only after a real
+    game over (or truncation) does ``reset()`` reset the game. As SB3's
+    ``EpisodicLifeEnv``; games without lives (Pong: ``lives() == 0``) are unaffected.
+    If the game ends during that no-op step, the emulator is reset and the ended game's
+    ``info["episode"]`` is passed on in the reset's ``info``.
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.lives = 0
+        self.game_over = True
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.game_over = bool(terminated or truncated)
+        lives = self.env.unwrapped.ale.lives()
+        if 0 < lives < self.lives:
+            terminated = True
+        self.lives = lives
+        return obs, reward, terminated, truncated, info
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        if self.game_over:
+            obs, info = self.env.reset(seed=seed, options=options)
+        else:
+            obs, _, terminated, truncated, info = self.env.step(0)
+            if terminated or truncated:
+                obs, info = _reset_keeping_episode(self.env, info)
+        self.game_over = False
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+
+class FireOnReset(gym.Wrapper):
+    """After every ``reset()``, press FIRE (action 1) then action 2, as SB3's ``FireResetEnv``.
+
+    For games that wait for FIRE to start (Breakout: also after each lost life, which is
+    why this sits outside :class:`EpisodicLife`). If a step ends the episode, the env is
+    reset again (and a real game's ``info["episode"]`` is passed on in the reset's info).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if len(meanings) < 3 or meanings[1] != "FIRE":
+            raise ValueError(f"FireOnReset needs action 1 to be FIRE, got {meanings}")
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        for action in (1, 2):
+            obs, _, terminated, truncated, step_info = self.env.step(action)
+            if terminated or truncated:
+                obs, info = _reset_keeping_episode(self.env, step_info, seed, options)
+        return obs, info
+
+
+def _reset_keeping_episode(
+    env: gym.Env,
+    step_info: dict[str, Any],
+    seed: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> tuple[Any, dict[str, Any]]:
+    """``env.reset()`` after an episode ended inside a wrapper's own ``reset()``.
+
+    The ended game's statistics (``step_info["episode"]``) would be lost with the step's
+    info, so they go into the reset's info, where a vector env puts them in its
+    top-level ``info`` (which :func:`~a3c.envs.episodes.episode_scores` reads too).
+    """
+    obs, info = env.reset(seed=seed, options=options)
+    if "episode" in step_info:
+        info = {**info, "episode": step_info["episode"]}
+    return obs, info
+
+
+def _sign(reward: SupportsFloat) -> float:
+    return float(np.sign(reward))
+
+
+def wrap_atari(
+    env: gym.Env,
+    *,
+    frame_stack: int = 4,
+    screen_size: int = 84,
+    terminal_on_life_loss: bool = True,
+    clip_rewards: bool = True,
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    fire_on_reset: bool | None = None,
+) -> gym.Env:
+    """The DeepMind preprocessing (see the module docstring) around a fresh ale-py env.
+
+    ``env`` must come straight from ``gym.make`` with ``frameskip=1`` (see
+    :func:`atari_make_kwargs`). ``fire_on_reset=None`` presses FIRE on reset exactly when
+    the game's action 1 is FIRE. Observations are uint8 ``(frame_stack, screen_size,
+    screen_size)``, channel-first (``frame_stack=1`` gives ``(1, 84, 84)``).
+    """
+    if getattr(env.unwrapped, "_frameskip", None) != 1:
+        raise UsageError(
+            "the Atari wrappers skip frames themselves; make the env with frameskip=1 "
+            f"(got frameskip={getattr(env.unwrapped, '_frameskip', None)!r})"
+        )
+    if frame_stack < 1:
+        raise UsageError(f"frame_stack must be at least 1, got {frame_stack}")
+    try:
+        import cv2  # noqa: F401  (AtariPreprocessing resizes with OpenCV)
+    except ImportError as e:
+        raise UsageError(
+            f"the Atari preprocessing needs OpenCV (in the atari extra): {INSTALL_HINT}"
+        ) from e
+
+    env = RecordEpisodeStatistics(env)
+    env = AtariPreprocessing(
+        env,
+        noop_max=noop_max,
+        frame_skip=frame_skip,
+        screen_size=screen_size,
+        terminal_on_life_loss=False,  # Gymnasium's would reset the game at a life loss
+        grayscale_obs=True,
+        scale_obs=False,
+    )
+    if terminal_on_life_loss:
+        env = EpisodicLife(env)
+    meanings = env.unwrapped.get_action_meanings()
+    if fire_on_reset is None:
+        fire_on_reset = len(meanings) >= 3 and meanings[1] == "FIRE"
+    if fire_on_reset:
+        env = FireOnReset(env)
+    if clip_rewards:
+        env = TransformReward(env, _sign)
+    return FrameStackObservation(env, frame_stack)
+
+
+def make_atari_env(
+    env_id: str,
+    seed: int | None = None,
+    *,
+    frame_stack: int = 4,
+    screen_size: int = 84,
+    terminal_on_life_loss: bool = True,
+    clip_rewards: bool = True,
+    noop_max: int = 30,
+    frame_skip: int = 4,
+    fire_on_reset: bool | None = None,
+    **make_kwargs: Any,
+) -> gym.Env:
+    """``gym.make`` + :func:`wrap_atari`, without the policy's space adapter.
+
+    ``make_kwargs`` go to ``gym.make`` (``repeat_action_probability``,
+    ``full_action_space``, ``mode``, ``difficulty`` ...). Errors are one-line
+    :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a ``seed`` the env
+    is reset once with it and its action space seeded.
+    """
+    from a3c.envs.make import _gym_make  # make.py imports this module
+
+    if not is_atari_id(env_id):
+        raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
+    env = _gym_make(env_id, atari_make_kwargs(env_id, make_kwargs))
+    try:
+        env = wrap_atari(
+            env,
+            frame_stack=frame_stack,
+            screen_size=screen_size,
+            terminal_on_life_loss=terminal_on_life_loss,
+            clip_rewards=clip_rewards,
+            noop_max=noop_max,
+            frame_skip=frame_skip,
+            fire_on_reset=fire_on_reset,
+        )
+    except BaseException:
+        env.close()
+        raise
+    if seed is not None:
+        env.reset(seed=seed)
+        env.action_space.seed(seed)
+    return env

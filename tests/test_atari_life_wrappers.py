@@ -1,0 +1,86 @@
+"""EpisodicLife / FireOnReset on a scripted stand-in for an ale-py env (no ROMs needed).
+
+Covers what real games make rare: a game that ends inside the wrappers' own reset()
+steps, whose real score must still reach episode_scores.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from a3c.envs.atari import EpisodicLife, FireOnReset
+from a3c.envs.episodes import episode_scores
+
+
+class _Ale:
+    def __init__(self) -> None:
+        self.n_lives = 0
+
+    def lives(self) -> int:
+        return self.n_lives
+
+
+class ScriptedGame(gym.Env):
+    """3 lives; every step scores 10; ``deadly`` actions lose a life; 0 lives: game over."""
+
+    observation_space = gym.spaces.Box(0, 255, (1,), np.uint8)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, deadly=(2,)) -> None:
+        self.ale = _Ale()
+        self.deadly = set(deadly)
+        self.resets = 0
+
+    def get_action_meanings(self):
+        return ["NOOP", "FIRE", "RIGHT"]
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.ale.n_lives = 3
+        self.resets += 1
+        return np.zeros(1, np.uint8), {}
+
+    def step(self, action):
+        if action in self.deadly:
+            self.ale.n_lives -= 1
+        return np.zeros(1, np.uint8), 10.0, self.ale.n_lives == 0, False, {}
+
+
+def test_life_loss_is_terminal_and_the_game_goes_on():
+    game = ScriptedGame()
+    env = EpisodicLife(gym.wrappers.RecordEpisodeStatistics(game))
+    env.reset()
+    assert env.step(0)[2] is False
+    _, _, terminated, _, info = env.step(2)
+    assert terminated and "episode" not in info and game.ale.lives() == 2
+    env.reset()
+    assert game.resets == 1  # no emulator reset after a life loss
+    env.step(2)
+    _, _, terminated, _, info = env.step(2)
+    assert terminated and info["episode"]["r"] == 50.0  # 5 steps: the no-op of reset() too
+    env.reset()
+    assert game.resets == 2 and game.ale.lives() == 3
+
+
+def test_a_game_ending_inside_reset_keeps_its_score():
+    """FIRE is deadly here: the last life is lost by FireOnReset's own step."""
+
+    def make():
+        game = ScriptedGame(deadly=(1,))
+        return FireOnReset(EpisodicLife(gym.wrappers.RecordEpisodeStatistics(game)))
+
+    envs = SyncVectorEnv([make], autoreset_mode=AutoresetMode.SAME_STEP)
+    envs.reset(seed=0)  # FIRE at reset: one life lost already
+    found = []
+    for _ in range(5):
+        _, _, terminated, _, info = envs.step(np.array([1]))
+        found += episode_scores(info)
+        if found:
+            break
+    # The step's FIRE costs the 2nd life (terminal, no score); the reset's FIRE the 3rd:
+    # the game ended inside reset(), and its score came through the reset's info.
+    assert terminated[0] and "episode" in info and "episode" not in info["final_info"]
+    assert found == [(0, 60.0, 6)]
+    envs.close()

@@ -7,11 +7,14 @@ starts from the zero state) and each env's running episode return and length.
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import VectorEnv
+from gymnasium.wrappers import RecordEpisodeStatistics
 
 from a3c.envs import final_observations
+from a3c.envs.episodes import episode_scores
 from a3c.loss import Rollout
 from a3c.normalize import ReturnScaler
 from a3c.policy import ActorCritic
@@ -47,6 +50,9 @@ class Collector:
         obs, _ = envs.reset(seed=seed)
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
+        # Atari's stack records the real game's score (innermost, before reward clipping
+        # and life-loss episodes): report that, not the sum of the rewards learned from.
+        self.real_scores = _records_episodes(envs)
 
     @torch.no_grad()
     def collect(self) -> Rollout:
@@ -72,12 +78,15 @@ class Collector:
             self.ep_length += 1
             if self.scaler is not None:
                 self.scaler.observe(reward, done)
+            if self.real_scores:
+                self.episodes.extend((r, n) for _, r, n in episode_scores(info))
             if done.any():
                 if state is not None:  # a new episode starts from the zero state
                     keep = torch.from_numpy(~done).unsqueeze(1).to(state[0].dtype)
                     state = (state[0] * keep, state[1] * keep)
-                for i in np.flatnonzero(done):
-                    self.episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                if not self.real_scores:
+                    for i in np.flatnonzero(done):
+                        self.episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[done] = 0
                 self.ep_length[done] = 0
                 final_obs.extend(final_observations(info, cut)[1])
@@ -102,3 +111,12 @@ class Collector:
         """The (return, length) of the episodes finished since the last call."""
         out, self.episodes = self.episodes, []
         return out
+
+
+def _records_episodes(envs: VectorEnv) -> bool:
+    env = getattr(envs, "envs", [None])[0]
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, RecordEpisodeStatistics):
+            return True
+        env = env.env
+    return False

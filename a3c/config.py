@@ -81,7 +81,7 @@ class A3CConfig(EngineConfig):
         False, "standardise advantages within each rollout", group=ALGO
     )
     hidden: tuple[int, ...] = setting(
-        (128, 128), "MLP layer sizes", group=NET, min=1, metavar="SIZES"
+        (128, 128), "MLP layer sizes (vector observations)", group=NET, min=1, metavar="SIZES"
     )
     activation: str = setting("tanh", "trunk nonlinearity", group=NET, choices=("tanh", "relu"))
     separate_networks: bool = setting(
@@ -89,10 +89,19 @@ class A3CConfig(EngineConfig):
     )
     policy: str = setting(
         "auto",
-        "mlp: a feed-forward net on vectors; lstm: the same plus an LSTM core "
-        "(memory across steps); auto: mlp",
+        "mlp: a feed-forward net on vectors; cnn: a conv net on images (see --conv); "
+        "lstm: either, plus an LSTM core (memory across steps); auto: mlp or cnn by the "
+        "observations",
         group=NET,
-        choices=("auto", "mlp", "lstm"),
+        choices=("auto", "mlp", "cnn", "lstm"),
+    )
+    conv: str = setting(
+        "auto",
+        "image encoder: a3c (the A3C paper's: 16 8x8/4, 32 4x4/2, FC 256), nature (DQN's: "
+        "32-64-64, FC 512), small (MinAtar's: 16 3x3, FC 128); auto: small below 36 "
+        "pixels, else a3c",
+        group=NET,
+        choices=("auto", "a3c", "nature", "small"),
     )
     lstm_size: int = setting(128, "hidden size of the LSTM core (--policy lstm)", group=NET, min=1)
     log_std_init: float = setting(

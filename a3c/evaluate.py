@@ -70,7 +70,9 @@ def _make_recording_env(env_id: str, folder: str) -> gym.Env:
             )
     from gymnasium.wrappers import RecordVideo
 
-    probe = make_env(env_id)  # asking an env for a mode it lacks only warns, so look first
+    probe = make_env(
+        env_id, scoring=True
+    )  # asking an env for a mode it lacks only warns, so look first
     modes = list(probe.metadata.get("render_modes") or [])
     probe.close()
     if "rgb_array" not in modes:
@@ -81,7 +83,7 @@ def _make_recording_env(env_id: str, folder: str) -> gym.Env:
     # Frames are drawn off-screen: no window, so no display driver to probe (SDL's probing
     # prints "error: XDG_RUNTIME_DIR is invalid" on machines without a desktop session).
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    env = make_env(env_id, render_mode="rgb_array")
+    env = make_env(env_id, scoring=True, render_mode="rgb_array")
     try:
         if env.render_mode != "rgb_array":  # it lists the mode but ignored the argument
             raise UsageError(f"environment {env_id!r} does not honour render_mode='rgb_array'")

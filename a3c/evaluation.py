@@ -21,7 +21,7 @@ def run_episodes(
 ) -> np.ndarray:
     """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...)."""
     own_env = env is None
-    env = make_env(env_id) if own_env else env
+    env = make_env(env_id, scoring=True) if own_env else env
     returns = np.zeros(episodes)
     try:
         with torch.no_grad():

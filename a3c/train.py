@@ -87,7 +87,7 @@ class A3CRun:
         resolve_device(cfg.eval_device)
         self.spec = model_spec(cfg, spaces)
         obs_dim = self.spec.obs_dim
-        self.obs_rms = RunningMeanStd(cfg.workers, obs_dim) if cfg.normalize_obs else None
+        self.obs_rms = RunningMeanStd(cfg.workers, obs_dim) if self.spec.normalize_obs else None
         self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
         torch.manual_seed(cfg.seed)  # the initial model; workers seed themselves
         self.model = self.spec.build()
@@ -409,17 +409,23 @@ class A3CRun:
 
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     """The policy the config asks for, on the env's (adapted) spaces."""
+    image = len(spaces.obs_shape) == 3
+    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image)
+    if wanted != image:
+        kind = "images" if image else "vectors"
+        raise UsageError(f"--policy {cfg.policy} does not fit {cfg.env}'s observations ({kind})")
     spec = ModelSpec(
         spaces.obs_shape,
         spaces.action,
         spaces.obs_dtype,
         cfg.hidden,
         cfg.activation,
-        cfg.normalize_obs,
+        cfg.normalize_obs and not image,  # pixels are scaled by 1/255 instead
         cfg.separate_networks,
         cfg.log_std_init,
         cfg.squash_actions,
         cfg.lstm_size if cfg.policy == "lstm" else 0,
+        cfg.conv,
     )
     spec.check(UsageError)
     return spec

@@ -252,7 +252,6 @@ for _id, (_obs, _act) in _TINY.items():
     [
         ("NoSuchEnv-v0", "unknown environment id 'NoSuchEnv-v0'"),
         ("cartpole-v1", "did you mean 'CartPole-v1'"),
-        ("HogwildTestImage-v0", "image observations Box(0, 255, (8, 8, 3), uint8)"),
         ("HogwildTestText-v0", "observation space Text("),
         ("HogwildTestSequence-v0", "observation space Sequence("),
         ("HogwildTestGraph-v0", "observation space Graph("),

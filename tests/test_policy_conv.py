@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from a3c.policy_conv import A3CConv, NatureConv, SmallConv, conv_encoder
+from a3c.policy.encoders import A3CConv, NatureConv, SmallConv, conv_encoder
 
 
 @pytest.fixture(autouse=True)

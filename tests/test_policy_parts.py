@@ -217,3 +217,31 @@ def test_pendulum_is_a_box_of_one_and_steps_with_clipped_actions():
     raw = model.act(torch.zeros(2, 3))
     envs.step(model.dist.to_env(raw))
     envs.close()
+
+
+register_space_env(
+    "HogwildSpacesImageHWC-v0", spaces.Box(0, 255, (12, 12, 3), np.uint8), spaces.Discrete(2)
+)
+register_space_env(
+    "HogwildSpacesGrid-v0", spaces.Box(0, 1, (10, 10), np.bool_), spaces.Discrete(3)
+)
+
+
+@pytest.mark.parametrize(
+    "env_id, shape, channels_last",
+    [("HogwildSpacesImageHWC-v0", (12, 12, 3), True), ("HogwildSpacesGrid-v0", (1, 10, 10), False)],
+)
+def test_images_stay_bytes_and_get_a_conv_encoder(env_id, shape, channels_last):
+    s = env_spaces(env_id)
+    assert s.obs_shape == shape and s.obs_dtype == "uint8"
+    spec = ModelSpec(s.obs_shape, s.action, s.obs_dtype, conv="auto")
+    assert spec.image and spec.channels_last == channels_last
+    model = spec.build()
+    assert type(model.encoder).__name__ == "SmallConv"  # under 36 pixels
+    env = make_env(env_id, seed=0)
+    obs, _ = env.reset()
+    assert obs.dtype == np.uint8 and obs.shape == shape and set(np.unique(obs)) <= set(range(256))
+    pi, v = model(torch.from_numpy(np.stack([obs, obs])))
+    assert pi.shape == (2, s.action["n"]) and v.shape == (2,)
+    with pytest.raises(UsageError, match="shared conv net"):
+        ModelSpec(s.obs_shape, s.action, s.obs_dtype, separate=True).check(UsageError)

@@ -37,7 +37,9 @@ from hogwild.errors import UsageError
 __all__ = ["env_spaces", "final_observations", "make_env", "make_vector_env"]
 
 
-def make_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
+def make_env(
+    env_id: str, seed: int | None = None, *, scoring: bool = False, **kwargs: Any
+) -> gym.Env:
     """Build one validated environment (see the module docstring for what is accepted).
 
     ``env_id`` is anything ``gymnasium.make`` accepts, including ``"module:EnvName-v0"``,
@@ -45,12 +47,14 @@ def make_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
     works in freshly spawned worker processes). ``kwargs`` go to ``gymnasium.make``
     (e.g. ``max_episode_steps``). With a ``seed`` the env is reset once with it and its
     spaces are seeded, so later unseeded ``reset()`` calls are reproducible too.
+    ``scoring``: an env to score a policy on, whole games with the real rewards (Atari:
+    no episode per life, no reward clipping), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
     env = _gym_make(env_id, kwargs)
     try:
         if atari.is_atari_id(env_id):
-            env = atari.wrap_atari(env)
+            env = atari.wrap_atari(env, terminal_on_life_loss=not scoring, clip_rewards=not scoring)
         elif minatar.is_minatar_id(env_id):
             env = minatar.wrap_minatar(env)
         env = adapt_spaces(env, env_id)

@@ -78,6 +78,21 @@ class ZeroBasedActions(gym.ActionWrapper):
         return self._start + action
 
 
+class ByteImage(gym.ObservationWrapper):
+    """2-D images as one-channel ``[1, H, W]``; boolean grids as ``uint8`` 0/255."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        self._shape = space.shape if len(space.shape) == 3 else (1, *space.shape)
+        self._bool = space.dtype == np.bool_
+        self.observation_space = spaces.Box(0, 255, self._shape, np.uint8)
+
+    def observation(self, observation: Any) -> np.ndarray:
+        obs = np.asarray(observation).reshape(self._shape)
+        return obs.astype(np.uint8) * 255 if self._bool else obs.astype(np.uint8, copy=False)
+
+
 class FlatMultiDiscrete(gym.ActionWrapper):
     """``MultiDiscrete`` of any shape and start as a 1-D, 0-based ``MultiDiscrete``."""
 
@@ -109,10 +124,8 @@ def adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:
     env = _adapt_actions(env, env_id)
     obs_space = env.observation_space
     if is_image(obs_space):
-        raise UsageError(
-            f"environment {env_id!r} has image observations {obs_space}; "
-            "the conv encoder is not available yet"
-        )
+        fits = obs_space.dtype == np.uint8 and len(obs_space.shape) == 3
+        return env if fits else ByteImage(env)
     if isinstance(obs_space, spaces.Discrete):
         return OneHotObservation(env)
     if isinstance(obs_space, spaces.Box) and _numeric(obs_space.dtype) and obs_space.shape:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from a3c.policy.distributions import ActionDistribution, check_action_spec, make_distribution
+from a3c.policy.encoders import ENCODERS, conv_encoder
 from hogwild.errors import UsageError
 
 __all__ = ["ACTIVATIONS", "OBS_CLIP", "ActorCritic", "ModelSpec"]
@@ -54,6 +55,18 @@ class ModelSpec:
     log_std_init: float = 0.0
     squash: bool = False
     lstm: int = 0  # hidden size of an LSTM core between the trunk and the head (0: none)
+    conv: str = "auto"  # the image encoder (encoders.ENCODERS, or auto); vectors ignore it
+
+    @property
+    def image(self) -> bool:
+        """Image observations (``uint8 [C, H, W]`` or ``[H, W, C]``): a conv encoder."""
+        return len(self.obs_shape) == 3 and self.obs_dtype == "uint8"
+
+    @property
+    def channels_last(self) -> bool:
+        """``[H, W, C]`` images (Gymnasium's usual layout) have fewer channels than rows
+        and columns; Atari frame stacks (4, 84, 84) and MinAtar grids come channel-first."""
+        return self.image and self.obs_shape[2] < min(self.obs_shape[:2])
 
     def __post_init__(self) -> None:
         # Accept lists (e.g. from JSON) but store tuples.
@@ -110,9 +123,20 @@ class ModelSpec:
 
         if not self.obs_shape or not positive_ints(self.obs_shape):
             raise error(f"observation shape must be positive ints, got {self.obs_shape!r}")
-        if len(self.obs_shape) != 1 or self.obs_dtype != "float32":
+        vector = len(self.obs_shape) == 1 and self.obs_dtype == "float32"
+        if not (vector or self.image):
             raise error(
-                f"observations {self.obs_dtype} {self.obs_shape}: the MLP takes float32 vectors"
+                f"observations {self.obs_dtype} {self.obs_shape}: the policy takes float32 "
+                "vectors or uint8 images"
+            )
+        if self.image and (self.separate or self.normalize_obs):
+            raise error(
+                "image observations take one shared conv net and no observation "
+                "normalisation (use --no-separate-networks --no-normalize-obs)"
+            )
+        if self.conv != "auto" and self.conv not in ENCODERS:
+            raise error(
+                f"conv encoder must be auto or one of {sorted(ENCODERS)}, got {self.conv!r}"
             )
         check_action_spec(self.action, error)
         if not positive_ints(self.hidden):
@@ -126,7 +150,9 @@ class ModelSpec:
 
 
 class ActorCritic(nn.Module):
-    """An MLP actor-critic: one shared trunk with fused heads, or separate policy and value nets.
+    """An actor-critic: an encoder (normalised vectors, or a conv net for images), an MLP
+    trunk, an optional LSTM core, and fused heads; with vectors, optionally separate
+    policy and value nets.
 
     Initialisation follows CleanRL/SB3: orthogonal weights, zero biases, gain sqrt(2) in
     the trunk, 0.01 for the policy head (so the initial policy is near uniform, or a
@@ -165,7 +191,12 @@ class ActorCritic(nn.Module):
             spec.action, spec.log_std_init, spec.squash
         )
         self.n_pi = self.dist.n_inputs
-        sizes = (obs_dim, *spec.hidden)
+        self.encoder = None
+        if spec.image:  # the conv net ends in its own FC layer: no MLP trunk after it
+            self.encoder = conv_encoder(spec.conv, spec.obs_shape, channels_last=spec.channels_last)
+            sizes: tuple[int, ...] = (self.encoder.out_features,)
+        else:
+            sizes = (obs_dim, *spec.hidden)
         self.trunk = nn.ModuleList(
             nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)
         )
@@ -197,6 +228,8 @@ class ActorCritic(nn.Module):
                 (nn.init.zeros_ if "bias" in name else nn.init.orthogonal_)(p)
 
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
+        if self.encoder is not None:
+            return self.encoder(obs)
         x = obs
         if self.normalize_obs:
             x = (x - self.obs_mean).div_(self.obs_std).clamp_(-OBS_CLIP, OBS_CLIP)

@@ -55,7 +55,7 @@ def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[
     presets = load_presets()
     if name == AUTO:
         key = env.rpartition(":")[2]
-        name = key if key in presets else FALLBACK
+        name = key if key in presets else _family(env)
     if name not in presets:
         known = ", ".join(sorted(presets))
         raise UsageError(f"unknown preset {name!r}; known: {known}, or none")
@@ -63,6 +63,17 @@ def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[
     if "env" in values:
         raise UsageError(f"preset {name!r} may not set env")
     return name, values
+
+
+def _family(env: str) -> str:
+    """The preset of an env without its own: its family's (Atari, MinAtar) or the default."""
+    from a3c.envs import atari, minatar
+
+    if minatar.is_minatar_id(env):
+        return "minatar"
+    if atari.is_atari_id(env):
+        return "atari"
+    return FALLBACK
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

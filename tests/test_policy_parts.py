@@ -222,9 +222,7 @@ def test_pendulum_is_a_box_of_one_and_steps_with_clipped_actions():
 register_space_env(
     "HogwildSpacesImageHWC-v0", spaces.Box(0, 255, (12, 12, 3), np.uint8), spaces.Discrete(2)
 )
-register_space_env(
-    "HogwildSpacesGrid-v0", spaces.Box(0, 1, (10, 10), np.bool_), spaces.Discrete(3)
-)
+register_space_env("HogwildSpacesGrid-v0", spaces.Box(0, 1, (10, 10), np.bool_), spaces.Discrete(3))
 
 
 @pytest.mark.parametrize(

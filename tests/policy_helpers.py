@@ -98,3 +98,24 @@ class CopyBits(gym.Env):
 for _id, _cls in (("MatchDigits-v0", MatchDigits), ("CopyBits-v0", CopyBits)):
     if _id not in gym.registry:
         gym.register(id=_id, entry_point=_cls)
+
+
+class NoVelocity(gym.ObservationWrapper):
+    """CartPole with the velocities removed (cart position and pole angle only): the
+    policy must remember the last observations to know where things are going."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        high = env.observation_space.high[[0, 2]]
+        self.observation_space = spaces.Box(-high, high, (2,), np.float32)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        return observation[[0, 2]]
+
+
+def cartpole_no_velocity(**kwargs: Any) -> gym.Env:
+    return NoVelocity(gym.make("CartPole-v1", **kwargs))
+
+
+if "CartPoleNoVel-v1" not in gym.registry:
+    gym.register(id="CartPoleNoVel-v1", entry_point=cartpole_no_velocity)

@@ -127,3 +127,17 @@ def test_lstm_spec_round_trips_and_refuses_separate_nets():
     assert spec.lstm == 6 and spec.build().recurrent
     with pytest.raises(ValueError, match="separate"):
         ModelSpec((2,), {"type": "discrete", "n": 2}, lstm=4, separate=True).build()
+
+
+def test_an_lstm_on_images_acts_and_unrolls():
+    spec = ModelSpec((4, 10, 10), {"type": "discrete", "n": 3}, "uint8", lstm=8)
+    model = spec.build()
+    assert model.recurrent and model.encoder is not None
+    obs = torch.randint(0, 256, (3, 2, 4, 10, 10), dtype=torch.uint8)  # T=3, K=2
+    state = model.initial_state(2)
+    actions, (h, _) = model.act_recurrent(obs[0], state)
+    assert actions.shape == (2,) and h.shape == (2, 8)
+    dones = torch.tensor([[False, True], [False, False], [True, False]])
+    none = torch.zeros(3, 2, dtype=torch.bool)
+    pi, v = model.unroll(obs, state, dones, obs[-1], none, obs.new_empty(0, 4, 10, 10))
+    assert pi.shape == (3 * 2 + 2, 3) and v.shape == (3 * 2 + 2,)

@@ -33,6 +33,7 @@ the A3C and DQN papers). This module keeps each id's default; pass
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any, SupportsFloat
 
@@ -259,42 +260,23 @@ def wrap_atari(
     return FrameStackObservation(env, frame_stack)
 
 
-def make_atari_env(
-    env_id: str,
-    seed: int | None = None,
-    *,
-    frame_stack: int = 4,
-    screen_size: int = 84,
-    terminal_on_life_loss: bool = True,
-    clip_rewards: bool = True,
-    noop_max: int = 30,
-    frame_skip: int = 4,
-    fire_on_reset: bool | None = None,
-    **make_kwargs: Any,
-) -> gym.Env:
+def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
     """``gym.make`` + :func:`wrap_atari`, without the policy's space adapter.
 
-    ``make_kwargs`` go to ``gym.make`` (``repeat_action_probability``,
-    ``full_action_space``, ``mode``, ``difficulty`` ...). Errors are one-line
-    :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a ``seed`` the env
-    is reset once with it and its action space seeded.
+    Keywords that :func:`wrap_atari` takes go to it, the rest to ``gym.make``
+    (``repeat_action_probability``, ``full_action_space``, ``mode``, ``difficulty`` ...).
+    Errors are one-line :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a
+    ``seed`` the env is reset once with it and its action space seeded.
     """
     from a3c.envs.make import _gym_make  # make.py imports this module
 
     if not is_atari_id(env_id):
         raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
-    env = _gym_make(env_id, atari_make_kwargs(env_id, make_kwargs))
+    options = set(inspect.signature(wrap_atari).parameters) - {"env"}
+    wrap = {k: kwargs.pop(k) for k in list(kwargs) if k in options}
+    env = _gym_make(env_id, atari_make_kwargs(env_id, kwargs))
     try:
-        env = wrap_atari(
-            env,
-            frame_stack=frame_stack,
-            screen_size=screen_size,
-            terminal_on_life_loss=terminal_on_life_loss,
-            clip_rewards=clip_rewards,
-            noop_max=noop_max,
-            frame_skip=frame_skip,
-            fire_on_reset=fire_on_reset,
-        )
+        env = wrap_atari(env, **wrap)
     except BaseException:
         env.close()
         raise

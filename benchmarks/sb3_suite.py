@@ -178,6 +178,8 @@ def main() -> None:
         for seed in args.seeds:
             cb = run(args.algo, env, seed, budget)
             if env in BY_RETURN:
+                if cb.num_timesteps < MILESTONE_STEPS:  # the budget ran out first
+                    cb.at_milestone = float("nan")
                 reached.append((cb.at_milestone, cb.last, cb.num_timesteps))
                 print(
                     f"  {env} seed {seed}: 100-episode mean {cb.at_milestone:.1f} at "

@@ -1,5 +1,5 @@
 """Running statistics, return scaling, the A3C loss, the model's nets and buffers, and the
-evaluator's snapshots: a3c.normalize, a3c.loss, a3c.model, hogwild.flat, hogwild.evaluator."""
+evaluator's snapshots: a3c.normalize, a3c.loss, a3c.policy, hogwild.flat, hogwild.evaluator."""
 
 from __future__ import annotations
 

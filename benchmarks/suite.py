@@ -79,8 +79,8 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
             logdir=logdir,
             **{"target_return": TARGETS.get(env), **extra},
         )
-        if env in BY_RETURN:
-            cfg.target_return = math.inf
+        if env in BY_RETURN:  # run the whole budget: no target, no step limit
+            cfg.target_return, cfg.total_steps = math.inf, 10**12
         r = train(cfg)
         if env in BY_RETURN:
             at_steps, at_end = returns_reached(r.run_dir)

@@ -268,19 +268,11 @@ def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.E
     Errors are one-line :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a
     ``seed`` the env is reset once with it and its action space seeded.
     """
-    from a3c.envs.make import _gym_make  # make.py imports this module
+    from a3c.envs.make import _gym_make, wrap_and_seed  # make.py imports this module
 
     if not is_atari_id(env_id):
         raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
     options = set(inspect.signature(wrap_atari).parameters) - {"env"}
     wrap = {k: kwargs.pop(k) for k in list(kwargs) if k in options}
     env = _gym_make(env_id, atari_make_kwargs(env_id, kwargs))
-    try:
-        env = wrap_atari(env, **wrap)
-    except BaseException:
-        env.close()
-        raise
-    if seed is not None:
-        env.reset(seed=seed)
-        env.action_space.seed(seed)
-    return env
+    return wrap_and_seed(env, lambda e: wrap_atari(e, **wrap), seed)

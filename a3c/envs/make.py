@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -52,12 +53,22 @@ def make_env(
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
     env = _gym_make(env_id, kwargs)
-    try:
+
+    def wrap(env: gym.Env) -> gym.Env:
         if atari.is_atari_id(env_id):
             env = atari.wrap_atari(env, terminal_on_life_loss=not scoring, clip_rewards=not scoring)
         elif minatar.is_minatar_id(env_id):
             env = minatar.wrap_minatar(env)
-        env = adapt_spaces(env, env_id)
+        return adapt_spaces(env, env_id)
+
+    return wrap_and_seed(env, wrap, seed)
+
+
+def wrap_and_seed(env: gym.Env, wrap: Callable[[gym.Env], gym.Env], seed: int | None) -> gym.Env:
+    """``wrap(env)``, closing ``env`` if that fails; then, with a ``seed``, one reset with
+    it and its spaces seeded (so later unseeded resets are reproducible too)."""
+    try:
+        env = wrap(env)
     except BaseException:
         env.close()
         raise

@@ -22,7 +22,7 @@ def pendulum(tmp_path_factory):
         "Pendulum-v1",
         workers=2,
         total_steps=600_000,
-        target_return=-400.0,
+        target_return=-250.0,
         eval_interval=0.0,
         logdir=str(tmp_path_factory.mktemp("runs")),
         seed=3,
@@ -43,7 +43,7 @@ def test_pendulum_checkpoint_resumes_and_evaluates(pendulum, capsys):
     path = r.run_dir / "checkpoint.pt"
     model, env_id = load_policy(path)
     assert env_id == "Pendulum-v1" and model.dist.log_std.shape == (1,)
-    assert evaluate_main([str(path), "--episodes", "3"]) == 0
+    assert evaluate_main([str(path), "--episodes", "10"]) == 0
     out = capsys.readouterr().out
     mean = float(out.split("greedy return")[1].split()[0])
     assert mean > -600, out  # greedy: the Gaussian's mean

@@ -51,6 +51,13 @@ TARGETS = {"Pendulum-v1": -200.0}
 #: the budget), not by the time to a threshold: no one solves these in minutes.
 BY_RETURN = ("HalfCheetah-v5", "Hopper-v5", "MinAtar/Breakout-v1")
 MILESTONE_STEPS = 1_000_000
+#: Settings the suite sets itself, from its own flags.
+OWN_FLAGS = {
+    "seed": "--seeds",
+    "workers": "--workers",
+    "time_limit": "--budget",
+    "logdir": "--logdir",
+}
 
 
 def parse_set(items: list[str]) -> dict:
@@ -59,7 +66,9 @@ def parse_set(items: list[str]) -> dict:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep:
-            sys.exit(f"suite.py: error: --set expects KEY=VALUE, got {item!r}")
+            raise ValueError(f"--set expects KEY=VALUE, got {item!r}")
+        if key in OWN_FLAGS:
+            raise ValueError(f"--set {key}: use {OWN_FLAGS[key]} instead")
         try:
             out[key] = tomllib.loads(f"x = {value}")["x"]
         except tomllib.TOMLDecodeError:
@@ -148,7 +157,10 @@ def main() -> None:
         "--logdir", default=None, help="keep the runs here (for a3c.plot); default: deleted"
     )
     args = p.parse_args()
-    extra = parse_set(args.set)
+    try:
+        extra = parse_set(args.set)
+    except ValueError as e:
+        p.error(str(e))
     print(
         f"# {' '.join(sys.argv)}\n# nproc {os.cpu_count()}, torch {torch.__version__}, "
         f"{time.strftime('%Y-%m-%d %H:%M')}",

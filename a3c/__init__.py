@@ -60,8 +60,8 @@ def evaluate(
         from hogwild.errors import UsageError
 
         raise UsageError(f"episodes must be at least 1, got {episodes}")
-    model, env_id = load_policy(checkpoint, env)
-    return run_episodes(model, env_id, episodes, seed, greedy=not stochastic)
+    model, env_id, env_kwargs = load_policy(checkpoint, env)
+    return run_episodes(model, env_id, episodes, seed, greedy=not stochastic, env_kwargs=env_kwargs)
 
 
 def __getattr__(name: str) -> Any:

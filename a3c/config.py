@@ -9,6 +9,7 @@ were chosen"); per-environment presets (``a3c/presets.toml``) tune on top of the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hogwild.config import EngineConfig, check, setting
 from hogwild.optim import OPTIMIZERS
@@ -23,6 +24,13 @@ LOG = "evaluation and logging"
 class A3CConfig(EngineConfig):
     env: str = setting(
         "CartPole-v1", "Gymnasium id, or module:Env-vN to import module first", group=RUN
+    )
+    env_kwargs: dict[str, Any] = setting(
+        help="keywords for the env: gymnasium.make's (max_episode_steps=500, Atari's "
+        "repeat_action_probability=0.0) and the Atari wrappers' (screen_size=42, "
+        "frame_stack=4, noop_max=30, terminal_on_life_loss=false)",
+        factory=dict,
+        group=RUN,
     )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1

@@ -8,22 +8,29 @@ import os
 import sys
 import warnings
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import gymnasium as gym
-import torch
 
 from a3c.envs import env_spaces, make_env
 from a3c.evaluation import run_episodes
-from a3c.policy import ModelSpec
+from a3c.policy import ActorCritic, ModelSpec
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
 
 
-def load_policy(path: str | Path, env: str | None = None) -> tuple[torch.nn.Module, str]:
+class SavedPolicy(NamedTuple):
+    model: ActorCritic
+    env_id: str
+    env_kwargs: dict[str, Any]  # the run's --env-kwargs (screen size, ...): play it as trained
+
+
+def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
     """The model saved in an A3C checkpoint, ready for inference, and the env to play it on:
     its own, or ``env`` if that env's spaces fit the policy (else a one-line UsageError)."""
     ckpt = load_checkpoint(path, required=("model", "model_spec", "env_id"))
+    env_kwargs = dict(ckpt.get("env_kwargs") or {})  # absent from older checkpoints
     model = ModelSpec.from_dict(ckpt["model_spec"]).build()
     try:
         model.load_state_dict(ckpt["model"])
@@ -32,7 +39,7 @@ def load_policy(path: str | Path, env: str | None = None) -> tuple[torch.nn.Modu
         raise UsageError(f"{path}: weights do not fit the saved model ({first})") from None
     env_id = str(ckpt["env_id"])
     if env and env != env_id:
-        spaces, spec = env_spaces(env), model.spec
+        spaces, spec = env_spaces(env, **env_kwargs), model.spec
         if (spaces.obs_shape, spaces.obs_dtype, spaces.action) != (
             spec.obs_shape,
             spec.obs_dtype,
@@ -45,7 +52,7 @@ def load_policy(path: str | Path, env: str | None = None) -> tuple[torch.nn.Modu
                 f" {_action_text(spec.action)} ({env_id})"
             )
         env_id = env
-    return model.eval(), env_id
+    return SavedPolicy(model.eval(), env_id, env_kwargs)
 
 
 def _action_text(action: dict) -> str:
@@ -55,7 +62,7 @@ def _action_text(action: dict) -> str:
     return f"{action['type']} {size}"
 
 
-def _make_recording_env(env_id: str, folder: str) -> gym.Env:
+def _make_recording_env(env_id: str, folder: str, env_kwargs: dict[str, Any]) -> gym.Env:
     """``env_id`` wrapped in ``RecordVideo``, every episode recorded into ``folder``.
 
     Everything that can be refused is checked before anything is written, so a bad
@@ -70,9 +77,8 @@ def _make_recording_env(env_id: str, folder: str) -> gym.Env:
             )
     from gymnasium.wrappers import RecordVideo
 
-    probe = make_env(
-        env_id, scoring=True
-    )  # asking an env for a mode it lacks only warns, so look first
+    # Asking an env for a mode it lacks only warns, so look first.
+    probe = make_env(env_id, scoring=True, **env_kwargs)
     modes = list(probe.metadata.get("render_modes") or [])
     probe.close()
     if "rgb_array" not in modes:
@@ -83,7 +89,7 @@ def _make_recording_env(env_id: str, folder: str) -> gym.Env:
     # Frames are drawn off-screen: no window, so no display driver to probe (SDL's probing
     # prints "error: XDG_RUNTIME_DIR is invalid" on machines without a desktop session).
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
-    env = make_env(env_id, scoring=True, render_mode="rgb_array")
+    env = make_env(env_id, scoring=True, render_mode="rgb_array", **env_kwargs)
     try:
         if env.render_mode != "rgb_array":  # it lists the mode but ignored the argument
             raise UsageError(f"environment {env_id!r} does not honour render_mode='rgb_array'")
@@ -123,11 +129,17 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
 
 
 def _main(args: argparse.Namespace) -> int:
-    model, env_id = load_policy(args.checkpoint, args.env)
-    env = _make_recording_env(env_id, args.record) if args.record else None
+    model, env_id, env_kwargs = load_policy(args.checkpoint, args.env)
+    env = _make_recording_env(env_id, args.record, env_kwargs) if args.record else None
     try:
         returns = run_episodes(
-            model, env_id, args.episodes, args.seed, greedy=not args.stochastic, env=env
+            model,
+            env_id,
+            args.episodes,
+            args.seed,
+            greedy=not args.stochastic,
+            env=env,
+            env_kwargs=env_kwargs,
         )
     except BaseException:
         if env is not None:

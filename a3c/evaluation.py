@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -18,10 +21,12 @@ def run_episodes(
     greedy: bool = True,
     device: torch.device | str = "cpu",
     env=None,
+    env_kwargs: Mapping[str, Any] | None = None,
 ) -> np.ndarray:
-    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...)."""
+    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``,
+    or on a fresh ``make_env(env_id, scoring=True, **env_kwargs)``."""
     own_env = env is None
-    env = make_env(env_id, scoring=True) if own_env else env
+    env = make_env(env_id, scoring=True, **(env_kwargs or {})) if own_env else env
     returns = np.zeros(episodes)
     try:
         with torch.no_grad():
@@ -51,8 +56,17 @@ def build_model(spec: dict) -> ActorCritic:
 
 
 def score_greedy(
-    model: ActorCritic, device: torch.device, step: int, *, env_id: str, episodes: int, seed: int
+    model: ActorCritic,
+    device: torch.device,
+    step: int,
+    *,
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    episodes: int,
+    seed: int,
 ) -> dict[str, float]:
     """The evaluator's score: mean and spread of greedy returns on fixed seeds."""
-    returns = run_episodes(model, env_id, episodes, seed, greedy=True, device=device)
+    returns = run_episodes(
+        model, env_id, episodes, seed, greedy=True, device=device, env_kwargs=env_kwargs
+    )
     return {"mean_return": float(returns.mean()), "std_return": float(returns.std())}

@@ -7,11 +7,10 @@ through the same declaration as a flag, so an unknown key or a wrong type is one
 
 from __future__ import annotations
 
+import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
-
-import tomllib
 
 from a3c.config import A3CConfig
 from hogwild.checkpoint import load_checkpoint

@@ -81,7 +81,7 @@ class A3CRun:
 
     def __init__(self, cfg: A3CConfig) -> None:
         self.cfg = cfg
-        spaces = env_spaces(cfg.env)
+        spaces = env_spaces(cfg.env, **cfg.env_kwargs)
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
@@ -135,7 +135,11 @@ class A3CRun:
             self.evaluator = Evaluator(
                 functools.partial(build_model, self.spec.to_dict()),
                 functools.partial(
-                    score_greedy, env_id=cfg.env, episodes=cfg.eval_episodes, seed=cfg.seed + 10_000
+                    score_greedy,
+                    env_id=cfg.env,
+                    env_kwargs=dict(cfg.env_kwargs),
+                    episodes=cfg.eval_episodes,
+                    seed=cfg.seed + 10_000,
                 ),
                 self.flat.numel(),
                 buffers_numel=self.buffers.numel(),
@@ -400,6 +404,7 @@ class A3CRun:
             "model_spec": self.spec.to_dict(),
             "config": self.rundir.config,
             "env_id": self.cfg.env,
+            "env_kwargs": dict(self.cfg.env_kwargs),
             "env_steps": self.global_steps,
             "wall_time": self.elapsed_before + time.monotonic() - self.t0,
             **{k: v.state() for k, v in self._statistics().items()},

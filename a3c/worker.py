@@ -42,7 +42,7 @@ def run_worker(
     return_rms: RunningMeanStd | None = None,
 ) -> None:
     T, K = cfg.n_steps, cfg.envs_per_worker
-    envs = make_vector_env(cfg.env, K, seed=ctx.seed)
+    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_kwargs)
     model = spec.build()
     local = flatten_parameters(model)
     grad = attach_flat_grad(model, local)

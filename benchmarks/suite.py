@@ -22,8 +22,8 @@ import statistics
 import sys
 import tempfile
 import time
-
 import tomllib
+
 import torch
 
 from a3c.envs import make_env

@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import math
 import os
+import tomllib
 import types
 import typing
 from collections.abc import Mapping
@@ -93,6 +94,8 @@ def _types(cls: type) -> dict[str, tuple[type, bool]]:
 
 def _parse_text(kind: type, text: str) -> Any:
     """A flag's text as ``kind``; raises ``ValueError`` with a short reason."""
+    if typing.get_origin(kind) is dict:
+        return _parse_pairs(text)
     if typing.get_origin(kind) is tuple:
         try:
             return tuple(int(x) for x in text.split(","))
@@ -111,7 +114,34 @@ def _parse_text(kind: type, text: str) -> Any:
     return text
 
 
-_METAVARS = {int: "N", float: "X", str: "TEXT"}
+def _parse_pairs(text: str) -> dict[str, Any]:
+    """``"a=1,b=x"`` -> ``{"a": 1, "b": "x"}``: each value read as a TOML value (a bare
+    word is a string); ``""`` or ``"none"`` -> ``{}``."""
+    out: dict[str, Any] = {}
+    if text.strip().lower() in ("", "none"):
+        return out
+    for item in text.split(","):
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key.isidentifier():
+            raise ValueError(
+                f"expected KEY=VALUE pairs like screen_size=42,noop_max=0, got {text!r}"
+            )
+        try:
+            out[key] = tomllib.loads(f"x = {value}")["x"]
+        except tomllib.TOMLDecodeError:
+            out[key] = value
+    return out
+
+
+def _shown(default: Any) -> Any:
+    if isinstance(default, tuple):
+        return ",".join(map(str, default))
+    if isinstance(default, dict):
+        return ",".join(f"{k}={v}" for k, v in default.items()) or "none"
+    return default
+
+
+_METAVARS = {int: "N", float: "X", str: "TEXT", dict: "KEY=VALUE,..."}
 
 
 def _argtype(kind: type, optional: bool):
@@ -147,7 +177,7 @@ def add_flags(
         )
         kind, optional = kinds[f.name]
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        shown = _shown(default)
         text = f"{rule.help} (default: {shown})" if rule.help else f"(default: {shown})"
         text = text.replace("%", "%%")
         kwargs: dict[str, Any] = {"dest": f.name, "default": argparse.SUPPRESS, "help": text}
@@ -157,7 +187,8 @@ def add_flags(
             kwargs["type"] = _argtype(kind, optional)
             if rule.choices is not None:
                 kwargs["choices"] = rule.choices
-            kwargs["metavar"] = rule.metavar or (None if rule.choices else _METAVARS.get(kind))
+            metavar = _METAVARS.get(typing.get_origin(kind) or kind)
+            kwargs["metavar"] = rule.metavar or (None if rule.choices else metavar)
         group.add_argument(_flag(f.name), *rule.aliases, **kwargs)
 
 
@@ -184,6 +215,10 @@ def _coerce(kind: type, optional: bool, value: Any, where: str) -> Any:
         if optional:
             return None
         raise UsageError(f"{where} may not be none")
+    if typing.get_origin(kind) is dict:
+        if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+            return dict(value)
+        raise UsageError(f"{where} must be a table of KEY = VALUE, got {value!r}")
     if typing.get_origin(kind) is tuple:
         if isinstance(value, (list, tuple)) and all(
             isinstance(x, int) and not isinstance(x, bool) for x in value

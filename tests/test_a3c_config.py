@@ -162,3 +162,36 @@ def test_resume_takes_the_runs_own_settings(tmp_path):
     assert cfg.total_steps == 800 and cfg.resume == str(ckpt)
     with pytest.raises(UsageError, match="checkpoint not found"):
         parse("--resume", str(tmp_path / "nope.pt"))
+
+
+def test_env_kwargs_from_a_flag_a_file_and_the_api(tmp_path):
+    cfg = parse("--env-kwargs", "screen_size=42, repeat_action_probability=0.0,mode=hard")
+    assert cfg.env_kwargs == {"screen_size": 42, "repeat_action_probability": 0.0, "mode": "hard"}
+    assert parse().env_kwargs == {} and parse("--env-kwargs", "none").env_kwargs == {}
+    file = tmp_path / "my.toml"
+    file.write_text("env_kwargs = { max_episode_steps = 50 }\n")
+    assert parse("--config", str(file)).env_kwargs == {"max_episode_steps": 50}
+    assert A3CConfig(env_kwargs={"max_episode_steps": 50}).env_kwargs == {"max_episode_steps": 50}
+    with pytest.raises(UsageError, match="env_kwargs .* must be a table"):
+        A3CConfig(env_kwargs=[1, 2])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--env-kwargs", "screen_size"], "expected KEY=VALUE pairs"),
+        (["--env-kwargs", "bogus=1"], "unexpected keyword argument 'bogus'"),
+        (["--env", "ALE/Pong-v5", "--env-kwargs", "frame_stack=0"], "frame_stack must be"),
+    ],
+)
+def test_bad_env_kwargs_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    if "ALE/Pong-v5" in argv:
+        pytest.importorskip("ale_py", reason="needs the atari extra")
+    try:
+        code = train_main([*argv, "--logdir", str(tmp_path)])
+    except SystemExit as e:  # a flag argparse refuses
+        code = e.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not list(tmp_path.glob("*/config.json"))

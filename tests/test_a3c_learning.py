@@ -52,7 +52,7 @@ def test_statistics_are_shared_by_workers_and_checkpointed(acrobot):
     assert int(ckpt["obs_rms"][0]) == r.env_steps
     assert ckpt["return_rms"][2] > 0  # a variance: rewards get scaled
     # The policy a3c.evaluate loads normalises observations with the run's statistics.
-    model, _ = load_policy(r.run_dir / "checkpoint.pt")
+    model, *_ = load_policy(r.run_dir / "checkpoint.pt")
     n = ckpt["obs_rms"][0]
     mean = ckpt["obs_rms"][1:7]
     std = (ckpt["obs_rms"][7:] / n + 1e-8).sqrt()

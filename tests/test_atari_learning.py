@@ -26,7 +26,7 @@ def test_pong_runs_on_pixels_and_its_checkpoint_plays(tmp_path, capsys):
     ckpt = load_checkpoint(r.run_dir / "checkpoint.pt")
     assert ckpt["model_spec"]["obs_shape"] == [4, 84, 84]
     assert ckpt["model_spec"]["obs_dtype"] == "uint8"
-    model, env_id = load_policy(r.run_dir / "checkpoint.pt")
+    model, env_id, _ = load_policy(r.run_dir / "checkpoint.pt")
     assert env_id == "ALE/Pong-v5" and type(model.encoder).__name__ == "A3CConv"
     assert evaluate_main([str(r.run_dir / "checkpoint.pt"), "--episodes", "1"]) == 0
     out = capsys.readouterr().out
@@ -49,3 +49,25 @@ def test_minatar_breakout_is_learned(tmp_path):
     )
     assert r.exit_code == 0
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100} (random 0.4)"
+
+
+def test_env_kwargs_reach_workers_evaluator_checkpoint_and_evaluate(tmp_path, capsys):
+    """42x42 frames without sticky actions: the workers, the checkpoint and a3c.evaluate
+    all build the env the run was given."""
+    env_kwargs = {"screen_size": 42, "repeat_action_probability": 0.0}
+    cfg = config_for(
+        "ALE/Pong-v5",
+        workers=2,
+        total_steps=1_000,
+        env_kwargs=env_kwargs,
+        eval_interval=0.0,
+        logdir=str(tmp_path),
+    )
+    r = train(cfg)
+    assert r.exit_code == 0
+    ckpt = load_checkpoint(r.run_dir / "checkpoint.pt")
+    assert ckpt["model_spec"]["obs_shape"] == [4, 42, 42]
+    assert ckpt["env_kwargs"] == env_kwargs
+    assert evaluate_main([str(r.run_dir / "checkpoint.pt"), "--episodes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "ALE/Pong-v5: greedy return" in out, out

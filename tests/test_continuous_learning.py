@@ -41,7 +41,7 @@ def test_pendulum_learns_with_a_gaussian_policy(pendulum):
 def test_pendulum_checkpoint_resumes_and_evaluates(pendulum, capsys):
     cfg, r = pendulum
     path = r.run_dir / "checkpoint.pt"
-    model, env_id = load_policy(path)
+    model, env_id, _ = load_policy(path)
     assert env_id == "Pendulum-v1" and model.dist.log_std.shape == (1,)
     assert evaluate_main([str(path), "--episodes", "10"]) == 0
     out = capsys.readouterr().out

@@ -272,7 +272,13 @@ def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.E
 
     if not is_atari_id(env_id):
         raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
-    options = set(inspect.signature(wrap_atari).parameters) - {"env"}
-    wrap = {k: kwargs.pop(k) for k in list(kwargs) if k in options}
+    wrap, kwargs = split_wrap_kwargs(kwargs)
     env = _gym_make(env_id, atari_make_kwargs(env_id, kwargs))
     return wrap_and_seed(env, lambda e: wrap_atari(e, **wrap), seed)
+
+
+def split_wrap_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``kwargs`` split into :func:`wrap_atari`'s keywords and the rest (``gym.make``'s)."""
+    options = set(inspect.signature(wrap_atari).parameters) - {"env"}
+    wrap = {k: v for k, v in kwargs.items() if k in options}
+    return wrap, {k: v for k, v in kwargs.items() if k not in options}

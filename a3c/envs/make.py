@@ -46,22 +46,37 @@ def make_env(
     ``env_id`` is anything ``gymnasium.make`` accepts, including ``"module:EnvName-v0"``,
     which imports ``module`` first so that it can register ``EnvName-v0`` (this also
     works in freshly spawned worker processes). ``kwargs`` go to ``gymnasium.make``
-    (e.g. ``max_episode_steps``). With a ``seed`` the env is reset once with it and its
-    spaces are seeded, so later unseeded ``reset()`` calls are reproducible too.
+    (e.g. ``max_episode_steps``), except, for Atari ids, the keywords of
+    :func:`~a3c.envs.atari.wrap_atari` (``screen_size``, ``frame_stack``, ...). With a
+    ``seed`` the env is reset once with it and its spaces are seeded, so later unseeded
+    ``reset()`` calls are reproducible too.
     ``scoring``: an env to score a policy on, whole games with the real rewards (Atari:
     no episode per life, no reward clipping), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
+    options: dict[str, Any] = {}
+    if atari.is_atari_id(env_id):
+        options, kwargs = atari.split_wrap_kwargs(kwargs)
+        if scoring:
+            options.update(terminal_on_life_loss=False, clip_rewards=False)
     env = _gym_make(env_id, kwargs)
 
     def wrap(env: gym.Env) -> gym.Env:
         if atari.is_atari_id(env_id):
-            env = atari.wrap_atari(env, terminal_on_life_loss=not scoring, clip_rewards=not scoring)
+            env = _checked(atari.wrap_atari, env_id, env, options)
         elif minatar.is_minatar_id(env_id):
             env = minatar.wrap_minatar(env)
         return adapt_spaces(env, env_id)
 
     return wrap_and_seed(env, wrap, seed)
+
+
+def _checked(wrapper: Callable[..., gym.Env], env_id: str, env: gym.Env, options: dict) -> gym.Env:
+    """``wrapper(env, **options)`` with a bad option's ``TypeError`` as a one-line UsageError."""
+    try:
+        return wrapper(env, **options)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"bad arguments for environment {env_id!r}: {_one_line(e)}") from e
 
 
 def wrap_and_seed(env: gym.Env, wrap: Callable[[gym.Env], gym.Env], seed: int | None) -> gym.Env:

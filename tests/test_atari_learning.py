@@ -51,7 +51,7 @@ def test_minatar_breakout_is_learned(tmp_path):
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100} (random 0.4)"
 
 
-def test_env_kwargs_reach_workers_evaluator_checkpoint_and_evaluate(tmp_path, capsys):
+def test_env_kwargs_reach_workers_checkpoint_and_evaluate(tmp_path, capsys):
     """42x42 frames without sticky actions: the workers, the checkpoint and a3c.evaluate
     all build the env the run was given."""
     env_kwargs = {"screen_size": 42, "repeat_action_probability": 0.0}

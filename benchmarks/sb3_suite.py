@@ -242,6 +242,8 @@ def main() -> None:
         for seed in args.seeds:
             cb = run(args.algo, env, seed, budget, args.to_1m)
             if env in BY_RETURN:
+                if cb.num_timesteps < MILESTONE_STEPS:  # stopped before 1M steps
+                    cb.at_milestone = float("nan")
                 at_end, end_steps = cb.at_budget or (cb.last, cb.num_timesteps)
                 reached.append((cb.at_milestone, at_end, end_steps))
                 print(

@@ -182,6 +182,8 @@ def test_env_kwargs_from_a_flag_a_file_and_the_api(tmp_path):
         (["--env-kwargs", "screen_size"], "expected KEY=VALUE pairs"),
         (["--env-kwargs", "bogus=1"], "unexpected keyword argument 'bogus'"),
         (["--env", "ALE/Pong-v5", "--env-kwargs", "frame_stack=0"], "frame_stack must be"),
+        (["--env", "ALE/Pong-v5", "--env-kwargs", "clip_rewards=maybe"], "must be bool"),
+        (["--env-kwargs", "max_episode_steps=abc"], "max_episode_steps` to be an integer"),
     ],
 )
 def test_bad_env_kwargs_are_one_line_and_exit_2(tmp_path, capsys, argv, message):

@@ -278,7 +278,19 @@ def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.E
 
 
 def split_wrap_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``kwargs`` split into :func:`wrap_atari`'s keywords and the rest (``gym.make``'s)."""
-    options = set(inspect.signature(wrap_atari).parameters) - {"env"}
-    wrap = {k: v for k, v in kwargs.items() if k in options}
-    return wrap, {k: v for k, v in kwargs.items() if k not in options}
+    """``kwargs`` split into :func:`wrap_atari`'s keywords and the rest (``gym.make``'s).
+
+    A wrapper keyword must have its default's type (``terminal_on_life_loss="no"`` would
+    otherwise count as true): a one-line :class:`UsageError` if not.
+    """
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(wrap_atari).parameters.items()
+        if name != "env"
+    }
+    wrap = {k: v for k, v in kwargs.items() if k in defaults}
+    for k, v in wrap.items():
+        kind = bool if defaults[k] is None else type(defaults[k])  # fire_on_reset: None = auto
+        if type(v) is not kind:
+            raise UsageError(f"Atari option {k} must be {kind.__name__}, got {v!r}")
+    return wrap, {k: v for k, v in kwargs.items() if k not in defaults}

@@ -54,15 +54,15 @@ def make_env(
     no episode per life, no reward clipping), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
-    options: dict[str, Any] = {}
-    if atari.is_atari_id(env_id):
+    is_atari = atari.is_atari_id(env_id)
+    if is_atari:
         options, kwargs = atari.split_wrap_kwargs(kwargs)
         if scoring:
             options.update(terminal_on_life_loss=False, clip_rewards=False)
     env = _gym_make(env_id, kwargs)
 
     def wrap(env: gym.Env) -> gym.Env:
-        if atari.is_atari_id(env_id):
+        if is_atari:
             env = _checked(atari.wrap_atari, env_id, env, options)
         elif minatar.is_minatar_id(env_id):
             env = minatar.wrap_minatar(env)
@@ -192,8 +192,10 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
         raise UsageError(f"cannot make environment {env_id!r}: {_one_line(e)}") from e
     except ImportError as e:
         raise UsageError(_missing_package_message(env_id, e)) from e
-    except TypeError as e:
-        if "raised from the environment creator" not in str(e):
+    except (TypeError, ValueError) as e:
+        # gym.make itself type-checks some keywords (max_episode_steps="x": TypeError);
+        # with none given, an error not from the env's creator is a bug, not bad input.
+        if not kwargs and "raised from the environment creator" not in str(e):
             raise
         raise UsageError(
             f"bad arguments for environment {env_id!r}: {_one_line(e.__cause__ or e)}"

@@ -38,10 +38,10 @@ except ImportError:
     sys.exit("sb3_suite.py needs stable-baselines3 (pip install stable-baselines3); skipped")
 
 from suite import (  # noqa: E402  (benchmarks/suite.py: the same budgets and targets)
-    BY_RETURN,
     MILESTONE_STEPS,
     SUITE,
     TARGETS,
+    by_return,
 )
 
 
@@ -195,10 +195,10 @@ def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = F
         venv = VecNormalize(venv, gamma=kwargs.get("gamma", 0.99))
     model = ALGOS[algo]("MlpPolicy", venv, seed=seed, verbose=0, **kwargs)
     threshold = TARGETS.get(env_id) or (
-        math.inf if env_id in BY_RETURN else gym.spec(env_id).reward_threshold
+        math.inf if by_return(env_id) else gym.spec(env_id).reward_threshold
     )
     cb = Solved(threshold, budget)
-    cb.until_milestone = to_milestone and env_id in BY_RETURN
+    cb.until_milestone = to_milestone and by_return(env_id)
     cb.t0 = time.monotonic()
     model.learn(total_timesteps=10**9, callback=cb)
     venv.close()
@@ -241,7 +241,7 @@ def main() -> None:
         times, steps, bests, reached = [], [], [], []
         for seed in args.seeds:
             cb = run(args.algo, env, seed, budget, args.to_1m)
-            if env in BY_RETURN:
+            if by_return(env):
                 if cb.num_timesteps < MILESTONE_STEPS:  # stopped before 1M steps
                     cb.at_milestone = float("nan")
                 at_end, end_steps = cb.at_budget or (cb.last, cb.num_timesteps)
@@ -269,7 +269,7 @@ def main() -> None:
                 )
             bests.append(cb.best)
         n = len(args.seeds)
-        if env in BY_RETURN:
+        if by_return(env):
             at_steps = ", ".join(f"{r[0]:.0f}" for r in reached)
             at_end = ", ".join(f"{r[1]:.0f} ({r[2] / 1e6:.2f}M)" for r in reached)
             lines.append(f"| {env} | {system} | at 1M steps: {at_steps} | at the end: {at_end} | |")

@@ -61,11 +61,14 @@ def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[
     values = presets[name]
     if "env" in values:
         raise UsageError(f"preset {name!r} may not set env")
+    family = _family(name)
+    if family != name:  # a game's table says only what differs from its family's
+        values = {**presets.get(family, {}), **values}
     return name, values
 
 
 def _family(env: str) -> str:
-    """The preset of an env without its own: its family's (Atari, MinAtar) or the default."""
+    """An env's family preset (Atari, MinAtar, else the default): its game tables sit on it."""
     from a3c.envs import atari, minatar
 
     if minatar.is_minatar_id(env):

@@ -36,6 +36,22 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     assert resolve_preset("Acrobot-v1", "none") == (None, {})
 
 
+def test_a_games_table_is_laid_over_its_familys(monkeypatch):
+    presets = {
+        "default": {},
+        "atari": {"conv": "a3c", "lr": 7e-4},
+        "PongNoFrameskip-v4": {"lr": 1e-3},
+    }
+    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    assert resolve_preset("PongNoFrameskip-v4") == (
+        "PongNoFrameskip-v4",
+        {"conv": "a3c", "lr": 1e-3},
+    )
+    assert resolve_preset("ALE/Breakout-v5") == ("atari", {"conv": "a3c", "lr": 7e-4})
+    # Named explicitly for another env, the game's table still brings its family's.
+    assert resolve_preset("CartPole-v1", "PongNoFrameskip-v4")[1]["conv"] == "a3c"
+
+
 def test_precedence_defaults_preset_file_flags(tmp_path, monkeypatch):
     presets = {"default": {}, "Acrobot-v1": {"lr": 1e-3, "n_steps": 7, "gamma": 0.97}}
     monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)

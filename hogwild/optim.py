@@ -150,6 +150,29 @@ class SharedRMSprop(SharedOptimizer):
         self.params.addcdiv_(grad, scratch, value=-lr)
 
 
+class SharedRMSpropTF(SharedRMSprop):
+    """RMSprop as TensorFlow's (OpenAI Baselines' A2C, SB3's ``RMSpropTFLike``): the
+    average starts at one and eps goes inside the square root, which bounds the step of
+    a weight whose gradients are small; SB3 recommends it for stabler A2C on Atari."""
+
+    def __init__(
+        self,
+        params: torch.Tensor,
+        lr: float = 7e-4,
+        alpha: float = 0.99,
+        eps: float = 1e-5,
+        num_workers: int = 1,
+    ) -> None:
+        super().__init__(params, lr, alpha, eps, num_workers)
+        self.state["square_avg"].fill_(1.0)
+
+    def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
+        sq = self.state["square_avg"]
+        sq.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
+        torch.add(sq, self.eps, out=scratch).sqrt_()
+        self.params.addcdiv_(grad, scratch, value=-lr)
+
+
 class SharedSGD(SharedOptimizer):
     """SGD with (optionally Nesterov-free) heavy-ball momentum, as ``torch.optim.SGD``."""
 
@@ -181,5 +204,6 @@ class SharedSGD(SharedOptimizer):
 OPTIMIZERS: dict[str, type[SharedOptimizer]] = {
     "adam": SharedAdam,
     "rmsprop": SharedRMSprop,
+    "rmsprop_tf": SharedRMSpropTF,
     "sgd": SharedSGD,
 }

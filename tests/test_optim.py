@@ -10,7 +10,7 @@ from torch import nn
 
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.optim import OPTIMIZERS, SharedAdam, SharedRMSprop, SharedSGD
+from hogwild.optim import OPTIMIZERS, SharedAdam, SharedRMSprop, SharedRMSpropTF, SharedSGD
 
 pytestmark = pytest.mark.usefixtures("hang_guard")
 
@@ -68,6 +68,24 @@ def test_matches_torch_optim(ours, our_kw, theirs, their_kw, dtype):
         torch.testing.assert_close(params, ref.detach(), **tol)
     assert opt.total_steps == len(grads)
     assert not torch.equal(params, start)
+
+
+def test_tf_rmsprop_starts_its_average_at_one_with_eps_inside_the_root():
+    """The formula of TensorFlow's RMSProp (and SB3's RMSpropTFLike), step by step."""
+    gen = torch.Generator().manual_seed(0)
+    params = torch.randn(64, generator=gen, dtype=torch.float64)
+    ref, sq = params.clone(), torch.ones_like(params)
+    opt = SharedRMSpropTF(params, lr=7e-4, alpha=0.99, eps=1e-5)
+    for i in range(5):
+        g = torch.randn(64, generator=gen, dtype=torch.float64) * 10.0**-i
+        opt.step(g)
+        sq = 0.99 * sq + 0.01 * g * g
+        ref -= 7e-4 * g / torch.sqrt(sq + 1e-5)
+        torch.testing.assert_close(params, ref, rtol=1e-12, atol=1e-15)
+    # Tiny gradients take tiny steps (torch's RMSprop would scale them up to ~lr).
+    before = params.clone()
+    SharedRMSpropTF(params, lr=1e-3).step(torch.full_like(params, 1e-8))
+    assert (before - params).abs().max() < 1e-10
 
 
 def test_lr_override_applies_to_one_step_only():

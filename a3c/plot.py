@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -90,7 +91,7 @@ def read_curve(run: Path) -> Curve | None:
         return None
     start = acc.FirstEventTimestamp()
     return Curve(
-        name=run.resolve().name,
+        name=Path(os.path.abspath(run)).name,  # a symlink's own name labels its curve
         env=env,
         target=float(target) if isinstance(target, (int, float)) else None,
         steps=np.array([e.step for e in events], dtype=np.int64),

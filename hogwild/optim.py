@@ -128,6 +128,8 @@ class SharedRMSprop(SharedOptimizer):
     """RMSprop as in the A3C paper's shared-statistics variant (no momentum, not centered)."""
 
     state_names = ("square_avg",)
+    initial_square_avg = 0.0
+    eps_inside_root = False
 
     def __init__(
         self,
@@ -139,6 +141,7 @@ class SharedRMSprop(SharedOptimizer):
     ) -> None:
         super().__init__(params, lr, num_workers)
         self.alpha, self.eps = alpha, eps
+        self.state["square_avg"].fill_(self.initial_square_avg)
 
     def hyperparameters(self) -> dict[str, float]:
         return {"lr": self.lr, "alpha": self.alpha, "eps": self.eps}
@@ -146,7 +149,10 @@ class SharedRMSprop(SharedOptimizer):
     def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
         sq = self.state["square_avg"]
         sq.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
-        torch.sqrt(sq, out=scratch).add_(self.eps)
+        if self.eps_inside_root:
+            torch.add(sq, self.eps, out=scratch).sqrt_()
+        else:
+            torch.sqrt(sq, out=scratch).add_(self.eps)
         self.params.addcdiv_(grad, scratch, value=-lr)
 
 
@@ -155,22 +161,8 @@ class SharedRMSpropTF(SharedRMSprop):
     average starts at one and eps goes inside the square root, which bounds the step of
     a weight whose gradients are small; SB3 recommends it for stabler A2C on Atari."""
 
-    def __init__(
-        self,
-        params: torch.Tensor,
-        lr: float = 7e-4,
-        alpha: float = 0.99,
-        eps: float = 1e-5,
-        num_workers: int = 1,
-    ) -> None:
-        super().__init__(params, lr, alpha, eps, num_workers)
-        self.state["square_avg"].fill_(1.0)
-
-    def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
-        sq = self.state["square_avg"]
-        sq.mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
-        torch.add(sq, self.eps, out=scratch).sqrt_()
-        self.params.addcdiv_(grad, scratch, value=-lr)
+    initial_square_avg = 1.0
+    eps_inside_root = True
 
 
 class SharedSGD(SharedOptimizer):

@@ -97,7 +97,9 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
             **{"target_return": TARGETS.get(env), **extra},
         )
         if by_return(env):  # run the whole budget: no target, no step limit
-            cfg.target_return, cfg.total_steps = math.inf, 10**12
+            cfg.target_return = math.inf
+            if cfg.lr_schedule == "constant":  # a decaying rate keeps its own horizon
+                cfg.total_steps = 10**12
         r = train(cfg)
         if by_return(env):
             at_steps, at_end = returns_reached(r.run_dir)

@@ -43,10 +43,13 @@ def test_pendulum_checkpoint_resumes_and_evaluates(pendulum, capsys):
     path = r.run_dir / "checkpoint.pt"
     model, env_id, _ = load_policy(path)
     assert env_id == "Pendulum-v1" and model.dist.log_std.shape == (1,)
-    assert evaluate_main([str(path), "--episodes", "10"]) == 0
+    assert evaluate_main([str(path), "--episodes", "20"]) == 0
     out = capsys.readouterr().out
     mean = float(out.split("greedy return")[1].split()[0])
-    assert mean > -600, out  # greedy: the Gaussian's mean
+    # Greedy (the Gaussian's mean) after a training mean of -250: 10-episode means of
+    # -191 to -710 seen, single start states down to -1500, so the bound is "clearly not
+    # random" (-1200), 20 episodes to keep the mean's spread well inside it.
+    assert mean > -900, out
 
     before = load_checkpoint(path)
     resumed = train(

@@ -62,7 +62,7 @@ def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[
     if "env" in values:
         raise UsageError(f"preset {name!r} may not set env")
     family = _family(name)
-    if family != name:  # a game's table says only what differs from its family's
+    if family not in (name, FALLBACK):  # a game's table says only what differs from its family's
         values = {**presets.get(family, {}), **values}
     return name, values
 

@@ -29,6 +29,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from a3c.envs.minatar import is_minatar_id
+
 try:
     from stable_baselines3 import A2C, PPO
     from stable_baselines3.common.callbacks import BaseCallback
@@ -88,7 +90,8 @@ ZOO = {
         ),
         "HalfCheetah-v5": (1, True, {}),
         "Hopper-v5": (1, True, {}),
-        # No RL-Zoo entry for MinAtar: SB3's defaults with 16 envs, the MLP on the flat grid.
+        # No RL-Zoo entry for MinAtar: SB3's defaults with 16 envs, the MLP on the flat grid
+        # (every MinAtar game: see zoo_settings).
         "MinAtar/Breakout-v1": (16, False, {"ent_coef": 0.01}),
     },
     "ppo": {
@@ -148,6 +151,13 @@ ZOO = {
 ALGOS = {"a2c": A2C, "ppo": PPO}
 
 
+def zoo_settings(algo: str, env_id: str) -> tuple[int, bool, dict] | None:
+    """RL-Zoo's settings for ``env_id``; every MinAtar game shares Breakout's entry."""
+    if is_minatar_id(env_id):
+        env_id = "MinAtar/Breakout-v1"
+    return ZOO[algo].get(env_id)
+
+
 class Solved(BaseCallback):
     def __init__(self, threshold: float, budget: float) -> None:
         super().__init__()
@@ -188,7 +198,7 @@ def minatar_flat(env_id: str) -> gym.Env:
 
 
 def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = False) -> Solved:
-    n_envs, normalize, kwargs = ZOO[algo][env_id]
+    n_envs, normalize, kwargs = zoo_settings(algo, env_id)
     make = functools.partial(minatar_flat, env_id) if env_id.startswith("MinAtar/") else env_id
     venv = make_vec_env(make, n_envs=n_envs, seed=seed)
     if normalize:
@@ -224,6 +234,11 @@ def main() -> None:
     )
     args = p.parse_args()
     envs = args.envs or list(ZOO[args.algo])
+    unknown = [env for env in envs if zoo_settings(args.algo, env) is None]
+    if unknown:
+        p.error(
+            f"no {args.algo} settings for {', '.join(unknown)}; known: {', '.join(ZOO[args.algo])}"
+        )
     system = f"SB3 {args.algo.upper()} (RL-Zoo)"
     import stable_baselines3
 

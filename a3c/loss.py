@@ -18,7 +18,10 @@ from torch import Tensor
 from a3c.policy import ActorCritic
 from a3c.returns import gae, next_state_values
 
-__all__ = ["LOSS_STATS", "LossSettings", "Rollout", "a3c_loss"]
+__all__ = ["LOSS_STATS", "LossSettings", "Rollout", "a3c_loss", "explained_variance"]
+
+#: Below this variance the returns are taken as constant (nothing to explain).
+VAR_EPS = 1e-8
 
 #: The figures :func:`a3c_loss` reports, in order.
 LOSS_STATS = ("policy_loss", "value_loss", "entropy", "explained_variance")
@@ -71,6 +74,15 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     entropy_mean = entropy.mean()
     loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
     with torch.no_grad():
-        explained = 1.0 - (ret - v).var() / ret.var().clamp(min=1e-8)
-        figures = torch.stack((policy_loss, value_loss, entropy_mean, explained))
+        figures = torch.stack((policy_loss, value_loss, entropy_mean, explained_variance(v, ret)))
     return loss, figures
+
+
+def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
+    """``1 - Var(target - pred) / Var(target)``, 0 where the target does not vary (one
+    sample, or equal returns): a figure to log, which must never be NaN (a NaN figure
+    once vetoed every update of ``--n-steps 1 --envs-per-worker 1``)."""
+    var = target.var(correction=0)
+    if var <= VAR_EPS:
+        return torch.zeros(())
+    return 1.0 - (target - pred).var(correction=0) / var

@@ -84,15 +84,16 @@ class RunningMeanStd:
         mean, var = self.mean_var()
         return mean, (var + EPS).sqrt()
 
-    def load(self, merged: torch.Tensor) -> None:
-        """Start from saved statistics (a resumed run): they become row 0, the rest empty."""
+    def load(self, merged: torch.Tensor, remote: bool = False) -> None:
+        """Start from saved statistics (a resumed run): they become row 0, the rest empty;
+        ``remote``: the other nodes' row instead (a node that does not own them)."""
         merged = torch.as_tensor(merged, dtype=torch.float64)
         if merged.shape != (1 + 2 * self.dim,):
             raise ValueError(
                 f"statistics have shape {tuple(merged.shape)}, expected ({1 + 2 * self.dim},)"
             )
         self.rows.zero_()
-        self.rows[0].copy_(merged)
+        self.rows[-1 if remote else 0].copy_(merged)
 
     def state(self) -> torch.Tensor:
         """What a checkpoint keeps: the merged row."""

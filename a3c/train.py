@@ -13,6 +13,7 @@ import dataclasses
 import functools
 import logging
 import math
+import random
 import sys
 import time
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 import torch
 
 from a3c.cli import build_parser, config_from_args
@@ -48,6 +50,33 @@ log = logging.getLogger("a3c.train")
 #: that still improves, as on MountainCar-v0 at ~4% of uniform, is left alone).
 ENTROPY_COLLAPSE = 0.1
 STALL_S = 30.0
+
+
+@dataclasses.dataclass
+class RunHistory:
+    """What the run has achieved so far. Every checkpoint keeps it, so a resumed run goes
+    on with the same record: the same 100-episode window, and a first evaluation that
+    cannot replace a better ``best.pt``. Times are seconds of the whole run (all sessions).
+    """
+
+    best_eval: float = -math.inf
+    best_eval_step: int | None = None
+    solved_at: tuple[float, int] | None = None  # (seconds, env steps)
+    best_100: tuple[float, float, int] | None = None  # (mean, seconds, env steps)
+    entropy_warned: bool = False
+    recent: list[float] = dataclasses.field(default_factory=list)  # the last 100 returns
+    episodes: int = 0
+
+    def state(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> RunHistory:
+        names = {f.name for f in dataclasses.fields(cls)}
+        history = cls(**{k: v for k, v in state.items() if k in names})
+        history.solved_at = _tuple(history.solved_at)
+        history.best_100 = _tuple(history.best_100)
+        return history
 
 
 @dataclasses.dataclass
@@ -95,8 +124,10 @@ class A3CRun:
         self.buffers = flatten_buffers(self.model)
         self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
         self.start_steps, self.elapsed_before, run_dir = 0, 0.0, None
+        self.history = RunHistory()
+        saved_statistics: dict[str, torch.Tensor] = {}
         if cfg.resume:
-            run_dir = self._restore(cfg.resume)
+            run_dir, saved_statistics = self._restore(cfg.resume)
         self.flat.share_memory_()
         self.optimizer.share_memory()
         self.env_steps = torch.zeros(cfg.workers, dtype=torch.int64)
@@ -109,7 +140,7 @@ class A3CRun:
             rms.share_memory()
 
         self.progress = Progress()
-        self.loop = RunLoop(
+        self.loop = RunLoop(  # under torchrun: joins the group, takes rank 0's parameters
             cfg,
             "a3c.train",
             telemetry_layout(),
@@ -121,6 +152,13 @@ class A3CRun:
             warn=self.progress.print,
         )
         self.rank, self.is_main = self.loop.rank, self.loop.is_main
+        if self.rank != 0:
+            # Every node restores the run's statistics but only rank 0 as its own: the
+            # others hold them as "the other nodes'" until the first round says so, or
+            # merging the nodes' statistics would count them once per node.
+            for name, saved in saved_statistics.items():
+                self._statistics()[name].load(saved, remote=True)
+
         self.rundir = None
         if self.is_main:
             name = f"a3c_{cfg.env}_s{cfg.seed}"
@@ -128,8 +166,11 @@ class A3CRun:
 
         self.stats = RunStats()
         self.stats.env_steps = self.start_steps
+        self.stats.recent.extend(self.history.recent)
+        self.stats.episodes = self.history.episodes
         self.global_steps = self.start_steps
         self._synced_local = 0
+        self._round_local = 0  # this node's count as sent in the round in flight
         self.evaluator: Evaluator | None = None
         if cfg.eval_interval > 0 and self.is_main:
             self.evaluator = Evaluator(
@@ -146,14 +187,12 @@ class A3CRun:
                 device=cfg.eval_device,
                 seed=cfg.seed,
             )
-        self.best_eval = -math.inf
-        self.solved_at: tuple[float, int] | None = None
-        self.best_100: tuple[float, float, int] | None = None
-        self.entropy_warned = False
         self.t0 = self.last_log = self.last_eval = self.last_progress = time.monotonic()
         self.log_steps = self.global_steps
 
-    def _restore(self, path: str) -> Path:
+    def _restore(self, path: str) -> tuple[Path, dict[str, torch.Tensor]]:
+        """Model, optimizer, step count, history and random generators from ``path``; the
+        run folder, and the saved statistics (loaded already; see ``__init__`` for nodes)."""
         ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
         saved = ModelSpec.from_dict(ckpt["model_spec"])
         if saved != self.spec:
@@ -164,6 +203,7 @@ class A3CRun:
         except (RuntimeError, ValueError, KeyError) as e:
             raise UsageError(f"{path}: cannot restore ({str(e).splitlines()[0]})") from None
         self.start_steps = int(ckpt["env_steps"])
+        statistics = {}
         for name, rms in self._statistics().items():
             if name not in ckpt:
                 raise UsageError(f"{path}: checkpoint has no {name} (was {name} off in that run?)")
@@ -171,8 +211,15 @@ class A3CRun:
                 rms.load(ckpt[name])
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: bad {name}: {e}") from None
+            statistics[name] = ckpt[name]
         self.elapsed_before = float(ckpt.get("wall_time", 0.0))
-        return Path(path).parent
+        if "history" in ckpt:
+            self.history = RunHistory.from_state(ckpt["history"])
+        if "rng" in ckpt:
+            set_rng_state(ckpt["rng"])
+        run_dir = Path(path).parent
+        self.history.best_eval = max(self.history.best_eval, _saved_best_eval(run_dir / "best.pt"))
+        return run_dir, statistics
 
     # -- the run: what the engine's loop asks of A3C ---------------------------------------
     def run(self) -> A3CResult:
@@ -200,7 +247,7 @@ class A3CRun:
                 self.return_rms,
             ),
             cfg.workers,
-            cfg.seed + 100_003 * self.rank,
+            worker_seed(cfg.seed, self.rank, self.start_steps),
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
@@ -227,7 +274,8 @@ class A3CRun:
 
     def round_counters(self) -> list[float]:
         self._count_steps()
-        return [float(self._synced_local)]
+        self._round_local = self._synced_local
+        return [float(self._round_local)]
 
     def round_gather(self) -> torch.Tensor | None:
         """This node's running statistics, one vector, for the other nodes to merge."""
@@ -235,13 +283,14 @@ class A3CRun:
         return torch.cat([rms.local() for rms in stats]) if stats else None
 
     def on_round(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
-        """The run's steps are every node's steps as of the round, plus this node's since."""
+        """The run's steps are every node's steps as of the round, plus this node's since
+        it sent its own count (not since the last tick: the count would dip each round)."""
         self._merge_remote_statistics(gathered)
-        self.global_steps = (
-            self.start_steps
-            + int(totals[0])
-            + (self.stats.env_steps - self.start_steps - self._synced_local)
-        )
+        self._count_steps()
+        counted = self.start_steps + int(totals[0]) + self._synced_local - self._round_local
+        # Never backwards (a linear schedule follows it): another node's count can only
+        # have grown since the last round, but a float sum is not worth trusting with that.
+        self.global_steps = max(self.global_steps, counted)
         self.published_steps.fill_(self.global_steps)
 
     def finish(self, end: RunEnd) -> dict[str, float] | None:
@@ -258,11 +307,11 @@ class A3CRun:
             )
             metrics = {
                 "mean_return_100": stats.mean_100,
-                "best_eval_return": self.best_eval,
+                "best_eval_return": self.history.best_eval,
                 "env_steps": self.global_steps,
             }
         if self.is_main or end.exit_code:
-            solved, path = self.solved_at, end.checkpoint
+            solved, path = self.history.solved_at, end.checkpoint
             self.progress.print(
                 f"{reason}: {self.global_steps} env steps in {self.wall:.1f} s "
                 f"({(self.global_steps - self.start_steps) / max(self.wall, 1e-9):,.0f} steps/s), "
@@ -275,9 +324,9 @@ class A3CRun:
             self.global_steps,
             self.wall,
             stats.mean_100,
-            self.solved_at,
-            self.best_100,
-            self.best_eval,
+            self.history.solved_at,
+            self.history.best_100,
+            self.history.best_eval,
             end.exit_code,
         )
         return metrics
@@ -292,41 +341,44 @@ class A3CRun:
         if self.evaluator is None:
             return None
         reason = None
-        for step, metrics, params in self.evaluator.collect(ready):
+        history = self.history
+        for step, metrics, snapshot in self.evaluator.collect(ready):
             self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
             score = metrics["mean_return"]
-            if score > self.best_eval:
-                self.best_eval = score
-                if params is None:  # its snapshot was dropped: save nothing rather than another
-                    log.warning("no snapshot kept for the evaluation at step %d", step)
-                else:
-                    state = self.checkpoint_state(params, eval_mean_return=score)
-                    self.loop.save_checkpoint(state, self.rundir.path / "best.pt")
+            if score > history.best_eval and snapshot is None:
+                # Its snapshot was dropped: keep the old best.pt and its record, rather
+                # than call "best" what best.pt does not hold.
+                log.warning("no snapshot kept for the evaluation at step %d", step)
+            elif score > history.best_eval:
+                state = self.checkpoint_state(snapshot, eval_mean_return=score)
+                if self.loop.save_checkpoint(state, self.rundir.path / "best.pt") is not None:
+                    history.best_eval, history.best_eval_step = score, step
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
         if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
-            self.flat, self.global_steps, self._current_buffers()
+            self.flat, self.global_steps, self._current_buffers(), keep=self._run_state()
         ):
             self.last_eval = now
         return reason
 
-    def _check_solved(self, now: float) -> str | None:
-        stats, target = self.stats, self.cfg.target_return
+    def _track_best_100(self, now: float) -> bool:
+        """Note a new best 100-episode mean; whether the window is full."""
+        stats, history = self.stats, self.history
         full = len(stats.recent) == stats.recent.maxlen
-        if full and (self.best_100 is None or stats.mean_100 > self.best_100[0]):
-            self.best_100 = (stats.mean_100, now - self.t0, self.global_steps)
+        if full and (history.best_100 is None or stats.mean_100 > history.best_100[0]):
+            history.best_100 = (stats.mean_100, self._run_seconds(now), self.global_steps)
             self.last_progress = now
-        if (
-            self.solved_at is not None
-            or target is None
-            or len(stats.recent) < stats.recent.maxlen
-            or stats.mean_100 < target
-        ):
+        return full
+
+    def _check_solved(self, now: float) -> str | None:
+        stats, target, history = self.stats, self.cfg.target_return, self.history
+        full = self._track_best_100(now)
+        if history.solved_at is not None or target is None or not full or stats.mean_100 < target:
             return None
-        self.solved_at = (now - self.t0, self.global_steps)
+        history.solved_at = (self._run_seconds(now), self.global_steps)
         if self.rundir is not None:
-            self.rundir.scalar("charts/solved_at_seconds", now - self.t0, self.global_steps)
+            self.rundir.scalar("charts/solved_at_seconds", history.solved_at[0], self.global_steps)
         if self.cfg.target_metric == "train":
             return f"100-episode mean return {stats.mean_100:.1f} reached the target"
         return None
@@ -354,11 +406,12 @@ class A3CRun:
         """Say once, on the console, when the policy has stopped exploring and improving."""
         w, target = self.stats.window, self.cfg.target_return
         stalled = now - self.last_progress >= STALL_S
-        if self.entropy_warned or w[0] == 0 or self.solved_at is not None or not stalled:
+        history = self.history
+        if history.entropy_warned or w[0] == 0 or history.solved_at is not None or not stalled:
             return
         entropy, uniform = w[4] / w[0], self.model.dist.max_entropy
         if uniform and entropy < ENTROPY_COLLAPSE * uniform:
-            self.entropy_warned = True
+            history.entropy_warned = True
             self.progress.print(
                 f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
                 + (f" before the target {target:g} was reached" if target is not None else "")
@@ -388,28 +441,82 @@ class A3CRun:
         return self.buffers
 
     def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
-        """What a checkpoint holds: the live model, or the ``snapshot`` an evaluation scored."""
-        self._count_steps()
-        self._current_buffers()
-        state = self.model.state_dict()
-        if snapshot is not None:
-            model = self.spec.build()
-            flatten_parameters(model).copy_(snapshot["params"])
-            if "buffers" in snapshot:
-                flatten_buffers(model).copy_(snapshot["buffers"])
-            state = model.state_dict()
+        """What a checkpoint holds: the live model and run, or an evaluated ``snapshot``
+        with what was kept when it was offered (optimizer, statistics, steps, history)."""
+        if snapshot is None:
+            self._count_steps()
+            self._current_buffers()
+            return {"model": self.model.state_dict(), **self._run_state(), **extra}
+        model = self.spec.build()
+        flatten_parameters(model).copy_(snapshot["params"])
+        if "buffers" in snapshot:
+            flatten_buffers(model).copy_(snapshot["buffers"])
+        return {"model": model.state_dict(), **snapshot["kept"], **extra}
+
+    def _run_state(self) -> dict[str, Any]:
+        """Everything a checkpoint holds but the model, as of now (copies, not views)."""
+        self._track_best_100(time.monotonic())
+        self.history.recent = list(self.stats.recent)
+        self.history.episodes = self.stats.episodes
         return {
-            "model": state,
             "optimizer": self.optimizer.state_dict(),
             "model_spec": self.spec.to_dict(),
             "config": self.rundir.config,
             "env_id": self.cfg.env,
             "env_kwargs": dict(self.cfg.env_kwargs),
             "env_steps": self.global_steps,
-            "wall_time": self.elapsed_before + time.monotonic() - self.t0,
+            "wall_time": self._run_seconds(time.monotonic()),
+            "history": self.history.state(),
+            "rng": rng_state(),
             **{k: v.state() for k, v in self._statistics().items()},
-            **extra,
         }
+
+    def _run_seconds(self, now: float) -> float:
+        """Seconds of the whole run, earlier sessions included."""
+        return self.elapsed_before + now - self.t0
+
+
+def worker_seed(seed: int, rank: int, start_steps: int) -> int:
+    """The first worker's seed on node ``rank``; a resumed run (``start_steps`` > 0) draws
+    fresh seeds from its step count, so it replays none of the randomness it already
+    saw, yet resuming one checkpoint twice (one worker) gives the same run twice."""
+    if start_steps == 0:
+        return seed + 100_003 * rank
+    return int(np.random.SeedSequence([seed, rank, start_steps]).generate_state(1)[0])
+
+
+def rng_state() -> dict[str, Any]:
+    """The main process's random generators, in types a ``weights_only`` load accepts."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": (name, keys.tolist(), pos, has_gauss, cached),
+        "random": random.getstate(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    version, internal, gauss = state["random"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+def _saved_best_eval(path: Path) -> float:
+    """The score behind the run's ``best.pt`` (-inf if none): a record that a checkpoint
+    taken before it was written does not know of, and a resume must not undercut."""
+    if not path.exists():
+        return -math.inf
+    try:
+        return float(load_checkpoint(path).get("eval_mean_return", -math.inf))
+    except UsageError as e:
+        log.warning("ignoring the unreadable %s: %s", path, e)
+        return -math.inf
+
+
+def _tuple(value: Any) -> tuple | None:
+    return None if value is None else tuple(value)
 
 
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:

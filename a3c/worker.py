@@ -71,7 +71,8 @@ def run_worker(
             losses = figures.tolist()
             stats = telemetry.stats
             stats[1] += T * K
-            if np.isfinite(grad_norm) and np.isfinite(sum(losses)):
+            # Only the loss and the gradient can veto an update, never a logged figure.
+            if np.isfinite(grad_norm) and np.isfinite(loss.item()):
                 nonfinite_in_row = 0
                 optimizer.step(grad, ctx.rank, lr)
                 stats[0] += 1

@@ -28,7 +28,9 @@ from hogwild.procs import FailurePolicy, WorkerContext, WorkerGroup
 log = logging.getLogger(__name__)
 
 ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
-Snapshot = dict[str, torch.Tensor]
+#: What was offered: ``params`` (and ``buffers``) exactly as sent, the ``step`` it was
+#: offered at and, under ``kept``, whatever the caller asked to keep with it.
+Snapshot = dict[str, Any]
 
 
 #: ``auto`` picks CUDA only for models at least this large: scoring runs batch-1 forwards,
@@ -72,11 +74,11 @@ def _evaluate_forever(
         flat.copy_(view["params"])
         if buffers.numel():
             buffers.copy_(view["buffers"])
-        step = int(view["step"])
+        step, seq = int(view["step"]), int(view["seq"])
         pool.release(slot)
         with torch.no_grad():
             metrics = score(model, dev, step)
-        results.put(("scored", step, metrics))
+        results.put(("scored", seq, step, metrics))
 
 
 class Evaluator:
@@ -100,7 +102,13 @@ class Evaluator:
     ) -> None:
         self.device = resolve_device(device, numel)
         ctx = mp.get_context("spawn")
-        layout = {"params": ((numel,), torch.float32), "step": ((), torch.int64)}
+        # ``seq`` numbers the offers: two at the same step (no worker reported in between,
+        # or a resumed run) must not share a key, or a score could meet the wrong snapshot.
+        layout = {
+            "params": ((numel,), torch.float32),
+            "step": ((), torch.int64),
+            "seq": ((), torch.int64),
+        }
         if buffers_numel:
             layout["buffers"] = ((buffers_numel,), torch.float32)
         self.pool = BufferPool(
@@ -123,7 +131,8 @@ class Evaluator:
             on_restart=lambda _rank: self._reset_channels(),
         )
         self.device_used: str | None = None
-        self.snapshots: dict[int, Snapshot] = {}
+        self.snapshots: dict[int, Snapshot] = {}  # by sequence number
+        self._seq = 0
 
     def _reset_channels(self) -> None:
         # The evaluator died, perhaps holding a lock of either channel (killed inside a
@@ -142,18 +151,31 @@ class Evaluator:
         self.group.start()
         return self
 
-    def offer(self, params: torch.Tensor, step: int, buffers: torch.Tensor | None = None) -> bool:
-        """Send a snapshot if the evaluator has a free slot; never blocks training."""
+    def offer(
+        self,
+        params: torch.Tensor,
+        step: int,
+        buffers: torch.Tensor | None = None,
+        keep: Any = None,
+    ) -> bool:
+        """Send a snapshot if the evaluator has a free slot; never blocks training.
+
+        ``keep`` (e.g. the statistics that go with these parameters) comes back with the
+        snapshot's score, under the snapshot's ``kept`` key, and is never sent.
+        """
         with self.pool.producer(0).try_message() as msg:
             if msg is None:
                 return False
+            self._seq += 1
             msg["params"].copy_(params)
             msg["step"].fill_(step)
+            msg["seq"].fill_(self._seq)
             if "buffers" in msg:
                 msg["buffers"].copy_(buffers)
             # Keep exactly what is sent (not the live vector, which workers keep writing),
             # so the caller can checkpoint the parameters behind a score.
-            self.snapshots[step] = {k: msg[k].clone() for k in ("params", "buffers") if k in msg}
+            snapshot: Snapshot = {k: msg[k].clone() for k in ("params", "buffers") if k in msg}
+            self.snapshots[self._seq] = {**snapshot, "step": step, "kept": keep}
         while len(self.snapshots) > self.pool.slots + 2:
             self.snapshots.pop(next(iter(self.snapshots)))
         return True
@@ -183,8 +205,8 @@ class Evaluator:
                 self.device_used = msg[1]
                 log.info("evaluator running on %s", msg[1])
             else:
-                _, step, metrics = msg
-                out.append((step, metrics, self.snapshots.pop(step, None)))
+                _, seq, step, metrics = msg
+                out.append((step, metrics, self.snapshots.pop(seq, None)))
         return out
 
     def request_stop(self) -> None:

@@ -496,7 +496,7 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
     params.copy_(torch.randn(params.numel()))
     buffers.copy_(torch.arange(8.0))
     offered = {"params": params.clone(), "buffers": buffers.clone()}
-    assert ev.offer(params, 7, buffers) is True
+    assert ev.offer(params, 7, buffers, keep={"note": "kept"}) is True
     # The live vectors go on changing (workers keep writing them) before any score.
     params.add_(1000.0)
     buffers.mul_(-1.0)
@@ -509,7 +509,8 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
         scores += ev.collect(wait(ev.waitables(), timeout=0.5))
     [(step, metrics, snapshot)] = scores
     assert step == 7
-    assert snapshot.keys() == {"params", "buffers"}
+    assert snapshot.keys() == {"params", "buffers", "step", "kept"}
+    assert snapshot["step"] == 7 and snapshot["kept"] == {"note": "kept"}
     assert torch.equal(snapshot["params"], offered["params"])
     assert torch.equal(snapshot["buffers"], offered["buffers"])
     assert snapshot["params"].data_ptr() != params.data_ptr()
@@ -517,7 +518,7 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
     assert metrics["shift_sum"] == float(offered["buffers"][:4].sum()) == 6.0
     assert metrics["scale_first"] == 4.0
     assert metrics["param_sum"] == pytest.approx(float(offered["params"].sum()), abs=1e-5)
-    assert 7 not in ev.snapshots  # handed over, not kept
+    assert not ev.snapshots  # handed over, not kept
 
 
 def test_evaluator_snapshot_history_is_bounded():
@@ -526,8 +527,31 @@ def test_evaluator_snapshot_history_is_bounded():
         # Never started: every offer beyond the free slots is refused, nothing is kept.
         sent = [ev.offer(torch.full((10,), float(i)), i, torch.zeros(8)) for i in range(4)]
         assert sent == [True, True, False, False]
-        assert sorted(ev.snapshots) == [0, 1]
-        assert ev.snapshots[1]["params"].tolist() == [1.0] * 10
-        assert not ev.snapshots[0]["buffers"].any()
+        assert [s["step"] for s in ev.snapshots.values()] == [0, 1]
+        assert list(ev.snapshots.values())[1]["params"].tolist() == [1.0] * 10
+        assert not list(ev.snapshots.values())[0]["buffers"].any()
     finally:
         ev.stop(timeout=5)
+
+
+def test_two_offers_at_one_step_each_meet_their_own_score(evaluator):
+    """Two snapshots offered at the same step (no telemetry in between, or a resume) are
+    two evaluations: each score comes back with exactly the parameters it scored."""
+    model = build_probe_with_buffers()
+    params, buffers = flatten_parameters(model), flatten_buffers(model)
+    ev = evaluator(params.numel(), buffers.numel())
+    first, second = torch.randn(params.numel()), torch.randn(params.numel())
+    assert ev.offer(first, 5, buffers, keep="first") is True
+    assert ev.offer(second, 5, buffers, keep="second") is True
+    ev.start()
+    scores: list = []
+    deadline = time.monotonic() + 60
+    while len(scores) < 2:
+        assert time.monotonic() < deadline, f"{len(scores)} of 2 scores in 60 s"
+        scores += ev.collect(wait(ev.waitables(), timeout=0.5))
+    assert [step for step, _, _ in scores] == [5, 5]
+    for _, metrics, snapshot in scores:
+        assert snapshot is not None
+        sent = {"first": first, "second": second}[snapshot["kept"]]
+        assert torch.equal(snapshot["params"], sent)
+        assert metrics["param_sum"] == pytest.approx(float(sent.sum()), abs=1e-4)

@@ -1,0 +1,284 @@
+"""Nothing lost: a resume goes on with the run's record, its best model and fresh randomness;
+a killed main process leaves nothing behind and its run resumes from the last checkpoint."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from proc_helpers import descendants, pid_gone
+
+from a3c.config import A3CConfig
+from a3c.normalize import RunningMeanStd
+from a3c.train import A3CRun, RunStats, train, worker_seed
+from a3c.train import main as train_main
+from hogwild.checkpoint import load_checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: CartPole's greedy episodes last at least 8 steps, whatever the policy: an evaluation
+#: on episodes cut at this many steps scores below any real one.
+SHORT_EPISODE = 3
+
+
+def cartpole(tmp_path, **kw) -> A3CConfig:
+    settings = dict(
+        env="CartPole-v1",
+        workers=1,
+        envs_per_worker=4,
+        logdir=str(tmp_path),
+        time_limit=60.0,
+        seed=3,
+    )
+    return A3CConfig(**{**settings, **kw})
+
+
+@pytest.fixture(scope="module")
+def evaluated_run(tmp_path_factory):
+    """A short run that ends at its first evaluation, with a full 100-episode window."""
+    tmp_path = tmp_path_factory.mktemp("evaluated")
+    r = train(
+        cartpole(
+            tmp_path,
+            total_steps=200_000,
+            lr=1e-4,  # slow learning, short episodes: 100 of them before the evaluation
+            eval_interval=1.0,
+            eval_episodes=3,
+            target_metric="eval",
+            target_return=1.0,  # stop at the first evaluation (any score is >= 1)
+            run_name="first",
+        )
+    )
+    assert r.exit_code == 0 and math.isfinite(r.best_eval)
+    return r
+
+
+def test_resume_restores_the_runs_history(evaluated_run, tmp_path):
+    saved = load_checkpoint(evaluated_run.run_dir / "checkpoint.pt")
+    history = saved["history"]
+    assert len(history["recent"]) == 100 and history["episodes"] >= 100
+    assert history["best_eval"] == evaluated_run.best_eval
+    assert history["solved_at"] is not None and history["best_100"] is not None
+    # Resuming with no step left to take: the record that comes back is the one saved.
+    copy = tmp_path / "run"
+    copy.mkdir()
+    (copy / "checkpoint.pt").write_bytes((evaluated_run.run_dir / "checkpoint.pt").read_bytes())
+    r = train(
+        cartpole(
+            tmp_path,
+            total_steps=saved["env_steps"],
+            eval_interval=0.0,
+            target_return=1.0,
+            resume=str(copy / "checkpoint.pt"),
+        )
+    )
+    assert r.exit_code == 0
+    assert r.best_eval == evaluated_run.best_eval
+    assert r.solved_at == tuple(history["solved_at"])
+    assert r.best_mean_100 == tuple(history["best_100"])
+    assert r.mean_return_100 == pytest.approx(sum(history["recent"]) / 100)
+    again = load_checkpoint(copy / "checkpoint.pt")["history"]
+    assert again == history
+    assert load_checkpoint(copy / "checkpoint.pt")["wall_time"] >= saved["wall_time"]
+
+
+def test_a_poor_evaluation_after_resume_keeps_the_better_best(evaluated_run, tmp_path):
+    run = evaluated_run.run_dir
+    best_before = load_checkpoint(run / "best.pt")
+    assert best_before["eval_mean_return"] == evaluated_run.best_eval >= 8
+    # The resumed run's evaluations score episodes cut at SHORT_EPISODE steps: worse
+    # than the saved best, and it stops at its first one.
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("checkpoint.pt", "best.pt"):
+        (copy / name).write_bytes((run / name).read_bytes())
+    r = train(
+        cartpole(
+            tmp_path,
+            total_steps=10_000_000,
+            env_kwargs={"max_episode_steps": SHORT_EPISODE},
+            eval_interval=0.5,
+            eval_episodes=2,
+            target_metric="eval",
+            target_return=1.0,
+            resume=str(copy / "checkpoint.pt"),
+        )
+    )
+    assert r.exit_code == 0
+    best_after = load_checkpoint(copy / "best.pt")
+    assert best_after["eval_mean_return"] == best_before["eval_mean_return"]
+    for k, v in best_before["model"].items():
+        assert torch.equal(v, best_after["model"][k]), k
+    assert r.best_eval == evaluated_run.best_eval
+
+
+def test_best_pt_holds_the_step_and_statistics_it_was_scored_with(evaluated_run):
+    best = load_checkpoint(evaluated_run.run_dir / "best.pt")
+    last = load_checkpoint(evaluated_run.run_dir / "checkpoint.pt")
+    assert best["env_steps"] == last["history"]["best_eval_step"] <= last["env_steps"]
+    # The observation statistics saved are the ones the scored model normalised with.
+    rms = best["obs_rms"]
+    torch.testing.assert_close(best["model"]["obs_mean"], rms[1:5].float())
+    assert rms[0] <= last["obs_rms"][0]
+
+
+def test_resumed_workers_draw_fresh_seeds_reproducibly(tmp_path):
+    assert worker_seed(3, 0, 0) == 3  # a fresh run keeps the seeds it always had
+    assert worker_seed(3, 0, 4000) not in (worker_seed(3, 0, 0), worker_seed(3, 0, 8000))
+    assert worker_seed(3, 0, 4000) == worker_seed(3, 0, 4000)
+    first = train(cartpole(tmp_path, total_steps=2_000, eval_interval=0.0, run_name="base"))
+    ckpt = first.run_dir / "checkpoint.pt"
+    assert "rng" in load_checkpoint(ckpt)
+
+    def resumed(name: str) -> dict:
+        copy = tmp_path / name
+        copy.mkdir()
+        (copy / "checkpoint.pt").write_bytes(ckpt.read_bytes())
+        cfg = cartpole(
+            tmp_path, total_steps=4_000, eval_interval=0.0, resume=str(copy / "checkpoint.pt")
+        )
+        assert train(cfg).exit_code == 0
+        return load_checkpoint(copy / "checkpoint.pt")
+
+    a, b = resumed("a"), resumed("b")
+    assert a["env_steps"] == b["env_steps"] == 4_000
+    for k, v in a["model"].items():
+        torch.testing.assert_close(v, b["model"][k], rtol=0, atol=0, msg=k)
+
+
+def test_one_step_rollouts_of_one_env_learn(tmp_path):
+    """--n-steps 1 --envs-per-worker 1: one sample per update, whose explained variance
+    is undefined; that figure once vetoed every update (NonFiniteUpdates)."""
+    r = train(
+        cartpole(
+            tmp_path,
+            workers=2,
+            n_steps=1,
+            envs_per_worker=1,
+            total_steps=60_000,
+            target_return=150.0,
+            eval_interval=0.0,
+        )
+    )
+    assert r.exit_code == 0
+    # A random policy's CartPole episodes average ~22 steps.
+    best = r.best_mean_100[0] if r.best_mean_100 else r.mean_return_100
+    assert best > 100, f"best 100-episode mean {best}"
+
+
+def _bare_run() -> A3CRun:
+    """The step-counting part of a run, without its model, processes or folder."""
+    run = A3CRun.__new__(A3CRun)
+    run.obs_rms = run.return_rms = None
+    run.rank, run.start_steps, run.stats = 0, 0, RunStats()
+    run.global_steps = run._synced_local = run._round_local = 0
+    run.published_steps = torch.zeros((), dtype=torch.int64)
+    return run
+
+
+def test_the_global_step_count_never_dips_at_a_sync_round():
+    run = _bare_run()
+    run.stats.env_steps = 1_000
+    counters = run.round_counters()  # the round starts with this node's 1000 steps
+    run.stats.env_steps = 1_500  # the workers go on while the collective runs
+    run._count_steps()
+    assert run.global_steps == 1_500
+    other_node = 2_000
+    run.on_round(torch.tensor([counters[0] + other_node]), None)
+    assert run.global_steps == 1_500 + other_node  # was 1_000 + other_node: a dip of 500
+    assert int(run.published_steps) == run.global_steps
+
+
+def test_restored_statistics_count_once_across_nodes():
+    saved = RunningMeanStd(1, 2)
+    saved.add(0, torch.randn(50, 2, dtype=torch.float64))
+    state = saved.state()
+    nodes = [RunningMeanStd(2, 2), RunningMeanStd(2, 2)]
+    nodes[0].load(state)
+    nodes[1].load(state, remote=True)
+    for rank, node in enumerate(nodes):
+        assert float(node.merged()[0]) == 50, f"node {rank} before the first round"
+    locals_ = [node.local() for node in nodes]
+    for rank, node in enumerate(nodes):
+        node.set_remote([row for r, row in enumerate(locals_) if r != rank])
+        torch.testing.assert_close(node.merged(), state)
+
+
+def test_kill_9_of_the_main_process_leaves_nothing_and_resumes(tmp_path):
+    shm_before = set(os.listdir("/dev/shm"))
+    args = [
+        sys.executable,
+        "-m",
+        "a3c.train",
+        "--workers",
+        "2",
+        "--total-steps",
+        "100000000",
+        "--target-return",
+        "1e9",
+        "--eval-interval",
+        "0.5",
+        "--eval-episodes",
+        "2",
+        "--checkpoint-interval",
+        "1",
+        "--logdir",
+        str(tmp_path),
+        "--run-name",
+        "killed",
+    ]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 90
+        ckpts = []
+        while not ckpts or not list(tmp_path.glob("*/best.pt")):
+            assert time.monotonic() < deadline, "no checkpoint and best.pt within 90 s"
+            assert proc.poll() is None, proc.communicate()[1]
+            time.sleep(0.2)
+            ckpts = list(tmp_path.glob("*/checkpoint.pt"))
+        time.sleep(1.5)  # a later periodic checkpoint, whose history has episodes
+        family = descendants(proc.pid)
+        assert len(family) >= 3, "two workers and an evaluator"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 10
+    while not all(pid_gone(p) for p in family):
+        assert time.monotonic() < deadline, "children outlived a kill -9 of their main process"
+        time.sleep(0.1)
+    pids = [str(p) for p in (proc.pid, *family)]  # only this run's: other processes come and go
+    ours = {n for n in set(os.listdir("/dev/shm")) - shm_before if any(p in n for p in pids)}
+    assert not ours, f"shared memory left behind: {ours}"
+
+    run = ckpts[0].parent
+    saved = load_checkpoint(run / "checkpoint.pt")
+    best = load_checkpoint(run / "best.pt")
+    extra = 5_000
+    code = train_main(
+        [
+            "--resume",
+            str(run / "checkpoint.pt"),
+            "--total-steps",
+            str(saved["env_steps"] + extra),
+            "--eval-interval",
+            "0",
+            "--logdir",
+            str(tmp_path),
+        ]
+    )
+    assert code == 0 and sorted(tmp_path.iterdir()) == [run]
+    after = load_checkpoint(run / "checkpoint.pt")
+    assert after["env_steps"] >= saved["env_steps"] + extra
+    assert after["history"]["episodes"] >= saved["history"]["episodes"] > 0
+    assert after["history"]["best_100"][0] >= saved["history"]["best_100"][0]
+    assert after["history"]["best_eval"] >= best["eval_mean_return"]
+    assert after["wall_time"] > saved["wall_time"]
+    assert load_checkpoint(run / "best.pt")["eval_mean_return"] == best["eval_mean_return"]

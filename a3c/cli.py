@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from a3c.config import ALGO, NET, RUN, A3CConfig
+from a3c.config import ALGO, NET, PPO, RUN, A3CConfig
 from a3c.presets import AUTO, config_for
 from hogwild.config import add_flags, overrides_from_args
 
@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--config", metavar="FILE", help="a TOML file of settings (keys as in config.json)"
     )
-    add_flags(p, A3CConfig, groups_order=(RUN, ALGO, NET))
+    add_flags(p, A3CConfig, groups_order=(RUN, ALGO, PPO, NET))
     return p
 
 

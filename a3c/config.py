@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hogwild.config import EngineConfig, check, setting
+from hogwild.errors import UsageError
 from hogwild.optim import OPTIMIZERS
 
 RUN = "run"
 ALGO = "algorithm"
+PPO = "asynchronous PPO (--algo appo)"
 NET = "network"
 LOG = "evaluation and logging"
 
@@ -52,6 +54,13 @@ class A3CConfig(EngineConfig):
         group=RUN,
         choices=("train", "eval"),
     )
+    algo: str = setting(
+        "a3c",
+        "a3c: one gradient step per rollout (the A3C paper); appo: asynchronous PPO, "
+        "--epochs x --minibatches clipped steps per rollout, each on fresh shared weights",
+        group=ALGO,
+        choices=("a3c", "appo"),
+    )
     n_steps: int = setting(5, "rollout length per update", group=ALGO, min=1)
     gamma: float = setting(0.99, "discount", group=ALGO, min=0, max=1)
     gae_lambda: float = setting(0.95, "GAE lambda (1: n-step returns)", group=ALGO, min=0, max=1)
@@ -69,6 +78,12 @@ class A3CConfig(EngineConfig):
         choices=("constant", "linear"),
     )
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", group=ALGO, min=0)
+    entropy_coef_final: float | None = setting(
+        None,
+        "decay --entropy-coef linearly to this at --total-steps (none: constant)",
+        group=ALGO,
+        min=0,
+    )
     value_coef: float = setting(0.5, "weight of the value loss", group=ALGO, min=0)
     value_loss: str = setting(
         "mse", "value loss: squared error or Huber", group=ALGO, choices=("mse", "huber")
@@ -85,8 +100,41 @@ class A3CConfig(EngineConfig):
     normalize_obs: bool = setting(
         True, "normalise observations by their running mean and std", group=ALGO
     )
-    normalize_advantage: bool = setting(
-        False, "standardise advantages within each rollout", group=ALGO
+    normalize_advantage: bool | None = setting(
+        None,
+        "standardise advantages (a3c: per rollout, appo: per minibatch); "
+        "none: off for a3c, on for appo",
+        group=ALGO,
+    )
+    epochs: int = setting(4, "appo: passes over each rollout", group=PPO, min=1)
+    minibatches: int = setting(
+        4,
+        "appo: steps per pass; a recurrent policy keeps each env's sequence whole, so "
+        "at most --envs-per-worker",
+        group=PPO,
+        min=1,
+    )
+    clip_range: float = setting(
+        0.2, "appo: clip the probability ratio to 1 +- this", group=PPO, above=0
+    )
+    clip_range_final: float | None = setting(
+        None,
+        "appo: decay --clip-range linearly to this at --total-steps (none: constant)",
+        group=PPO,
+        above=0,
+    )
+    clip_range_vf: float | None = setting(
+        None,
+        "appo: clip the value's move from the acting policy's value to +- this (none: no clipping)",
+        group=PPO,
+        above=0,
+    )
+    target_kl: float | None = setting(
+        None,
+        "appo: a worker stops the epochs on a rollout once a minibatch's approximate KL "
+        "exceeds 1.5 x this (none: never)",
+        group=PPO,
+        above=0,
     )
     hidden: tuple[int, ...] = setting(
         (128, 128), "MLP layer sizes (vector observations)", group=NET, min=1, metavar="SIZES"
@@ -141,7 +189,16 @@ class A3CConfig(EngineConfig):
 
     def __post_init__(self) -> None:
         check(self)
-
-    @property
-    def rollout_size(self) -> int:
-        return self.n_steps * self.envs_per_worker
+        if self.algo != "appo":
+            return
+        samples = self.n_steps * self.envs_per_worker
+        if self.policy == "lstm" and self.minibatches > self.envs_per_worker:
+            raise UsageError(
+                f"minibatches (--minibatches) {self.minibatches} is more than the "
+                f"{self.envs_per_worker} envs per worker a recurrent policy splits by"
+            )
+        if self.minibatches > samples:
+            raise UsageError(
+                f"minibatches (--minibatches) {self.minibatches} is more than the "
+                f"{samples} samples of a rollout (--n-steps x --envs-per-worker)"
+            )

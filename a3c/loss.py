@@ -18,7 +18,14 @@ from torch import Tensor
 from a3c.policy import ActorCritic
 from a3c.returns import gae, next_state_values
 
-__all__ = ["LOSS_STATS", "LossSettings", "Rollout", "a3c_loss", "explained_variance"]
+__all__ = [
+    "LOSS_STATS",
+    "LossSettings",
+    "Rollout",
+    "a3c_loss",
+    "explained_variance",
+    "forward_with_targets",
+]
 
 #: Below this variance the returns are taken as constant (nothing to explain).
 VAR_EPS = 1e-8
@@ -51,8 +58,11 @@ class LossSettings:
     value_loss: str = "mse"  # or "huber" (smooth L1, delta 1: SB3's DQN / rl_games' clip)
 
 
-def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, Tensor]:
-    """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
+def forward_with_targets(
+    model: ActorCritic, r: Rollout, gamma: float, lam: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One pass over a rollout: ``(pi [T*K, ...], values [T, K], advantages, returns)``;
+    the targets (GAE) carry no gradient, ``pi`` and ``values`` do where autograd is on."""
     T, K = r.rewards.shape
     n = T * K
     if r.state is None:
@@ -64,10 +74,18 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
         final_v = torch.zeros(T, K)
         final_v[r.truncated] = values[n + K :]
         next_v = next_state_values(v, values[n : n + K], r.truncated, final_v)
-    adv, ret = gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=s.gamma, lam=s.gae_lambda)
+        adv, ret = gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
+    return pi[:n], v, adv, ret
+
+
+def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, Tensor]:
+    """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
+    T, K = r.rewards.shape
+    n = T * K
+    pi, v, adv, ret = forward_with_targets(model, r, s.gamma, s.gae_lambda)
     if s.normalize_advantage and n > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_p, entropy = model.dist.log_prob_entropy(pi[:n], r.actions.flatten(0, 1))
+    log_p, entropy = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))
     policy_loss = -(log_p * adv.reshape(n)).mean()
     huber = s.value_loss == "huber"
     value_loss = F.smooth_l1_loss(v, ret) if huber else (ret - v).pow(2).mean()

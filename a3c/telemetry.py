@@ -29,7 +29,12 @@ STATS = (
     "grad_norm",
     "lr",
     "skipped",
+    "approx_kl",
+    "clip_fraction",
+    "kl_stops",
 )
+#: A figure's place in a message, by name.
+STAT = {name: i for i, name in enumerate(STATS)}
 MAX_EPISODES = 256
 SEND_EVERY_S = 0.05
 
@@ -91,7 +96,7 @@ class RunStats:
     def add(self, buf: dict[str, torch.Tensor]) -> None:
         stats = buf["stats"].numpy()
         self.window += stats
-        self.env_steps += int(stats[1])
+        self.env_steps += int(stats[STAT["env_steps"]])
         n = int(buf["n_episodes"])
         if n:
             rets = buf["ep_return"][:n].tolist()
@@ -105,7 +110,9 @@ class RunStats:
         return float(np.mean(self.recent)) if self.recent else float("nan")
 
 
-def write_logs(run: RunDir, stats: RunStats, step: int, dt: float, steps: int) -> None:
+def write_logs(
+    run: RunDir, stats: RunStats, step: int, dt: float, steps: int, algo: str = "a3c"
+) -> None:
     w = stats.window
     if stats.window_returns:
         run.scalars(
@@ -116,22 +123,25 @@ def write_logs(run: RunDir, stats: RunStats, step: int, dt: float, steps: int) -
             },
             step,
         )
-    if w[0] > 0:
-        n = w[0]
-        run.scalars(
-            {
-                "losses/policy_loss": w[2] / n,
-                "losses/value_loss": w[3] / n,
-                "losses/entropy": w[4] / n,
-                "losses/explained_variance": w[5] / n,
-                "losses/grad_norm": w[6] / n,
-                "charts/learning_rate": w[7] / n,
-                "perf/env_steps_per_sec": steps / dt,
-                "perf/updates_per_sec": n / dt,
-                "charts/skipped_updates": w[8],
-            },
-            step,
-        )
+    n = w[STAT["updates"]]
+    if n > 0:
+        mean = {name: w[STAT[name]] / n for name in STATS}
+        scalars = {
+            "losses/policy_loss": mean["policy_loss"],
+            "losses/value_loss": mean["value_loss"],
+            "losses/entropy": mean["entropy"],
+            "losses/explained_variance": mean["explained_variance"],
+            "losses/grad_norm": mean["grad_norm"],
+            "charts/learning_rate": mean["lr"],
+            "perf/env_steps_per_sec": steps / dt,
+            "perf/updates_per_sec": n / dt,
+            "charts/skipped_updates": w[STAT["skipped"]],
+        }
+        if algo == "appo":
+            scalars["losses/approx_kl"] = mean["approx_kl"]
+            scalars["losses/clip_fraction"] = mean["clip_fraction"]
+            scalars["charts/kl_stops"] = w[STAT["kl_stops"]]
+        run.scalars(scalars, step)
     stats.window[:] = 0
     stats.window_returns.clear()
     stats.window_lengths.clear()

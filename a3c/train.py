@@ -31,7 +31,7 @@ from a3c.envs.spaces import EnvSpaces
 from a3c.evaluation import build_model, score_greedy
 from a3c.normalize import RunningMeanStd
 from a3c.policy import ModelSpec
-from a3c.telemetry import RunStats, status_line, telemetry_layout, write_logs
+from a3c.telemetry import STAT, RunStats, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import run_cli
@@ -161,7 +161,7 @@ class A3CRun:
 
         self.rundir = None
         if self.is_main:
-            name = f"a3c_{cfg.env}_s{cfg.seed}"
+            name = f"{cfg.algo}_{cfg.env}_s{cfg.seed}"
             self.rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
 
         self.stats = RunStats()
@@ -304,6 +304,7 @@ class A3CRun:
                 self.global_steps,
                 max(time.monotonic() - self.last_log, 1e-9),
                 self.global_steps - self.log_steps,
+                self.cfg.algo,
             )
             metrics = {
                 "mean_return_100": stats.mean_100,
@@ -394,6 +395,7 @@ class A3CRun:
                 self.global_steps,
                 now - self.last_log,
                 self.global_steps - self.log_steps,
+                self.cfg.algo,
             )
             self.progress.update(
                 status_line(
@@ -407,9 +409,10 @@ class A3CRun:
         w, target = self.stats.window, self.cfg.target_return
         stalled = now - self.last_progress >= STALL_S
         history = self.history
-        if history.entropy_warned or w[0] == 0 or history.solved_at is not None or not stalled:
+        updates = w[STAT["updates"]]
+        if history.entropy_warned or updates == 0 or history.solved_at is not None or not stalled:
             return
-        entropy, uniform = w[4] / w[0], self.model.dist.max_entropy
+        entropy, uniform = w[STAT["entropy"]] / updates, self.model.dist.max_entropy
         if uniform and entropy < ENTROPY_COLLAPSE * uniform:
             history.entropy_warned = True
             self.progress.print(

@@ -1,10 +1,11 @@
-"""One A3C worker: act in its own environments, learn locally, update the shared model.
+"""One worker: act in its own environments, learn locally, update the shared model.
 
-Each update: copy the shared parameters into the local model, run ``n_steps`` batched
-steps of ``envs_per_worker`` environments without autograd, then one forward pass with
-autograd over the whole rollout (plus the bootstrap and final observations), GAE(lambda)
-targets, the actor-critic loss, a global-norm clip, and one lock-free step of the shared
-optimizer with exactly this update's gradient.
+Each rollout: copy the shared parameters into the local model, run ``n_steps`` batched
+steps of ``envs_per_worker`` environments without autograd, then learn from it. A3C:
+one forward pass with autograd over the whole rollout (plus the bootstrap and final
+observations), GAE(lambda) targets, the actor-critic loss, a global-norm clip, and one
+lock-free step of the shared optimizer with exactly this update's gradient. APPO: the
+same targets once, then ``epochs x minibatches`` clipped steps (:mod:`a3c.ppo`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import torch
 from a3c.collect import Collector
 from a3c.config import A3CConfig
 from a3c.envs import make_vector_env
-from a3c.loss import LossSettings, a3c_loss
+from a3c.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
 from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.policy import ModelSpec
-from a3c.telemetry import WorkerTelemetry
+from a3c.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
+from a3c.telemetry import STAT, WorkerTelemetry
 from hogwild.flat import attach_flat_grad, clip_grad_norm_, flatten_parameters
 from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
+
+#: APPO stops a worker's epochs on a rollout past this multiple of --target-kl (SB3's rule).
+KL_STOP = 1.5
 
 
 class NonFiniteUpdates(RuntimeError):
@@ -45,13 +50,11 @@ def run_worker(
     envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_kwargs)
     model = spec.build()
     local = flatten_parameters(model)
-    grad = attach_flat_grad(model, local)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
-    settings = loss_settings(cfg)
     scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
+    learner = Learner(cfg, model, local, shared, optimizer, ctx.rank, telemetry.stats)
 
     collector = Collector(envs, model, T, seed=ctx.seed, scaler=scaler)
-    nonfinite_in_row = 0
     try:
         while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)
@@ -63,27 +66,8 @@ def run_worker(
                 telemetry.lengths.append(length)
             if scaler is not None:
                 rollout.rewards.mul_(scaler.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
-            loss, figures = a3c_loss(model, rollout, settings)
-            grad.zero_()
-            loss.backward()
-            grad_norm = clip_grad_norm_(grad, cfg.max_grad_norm)
-            lr = _learning_rate(cfg, _steps(env_steps, global_steps))
-            losses = figures.tolist()
-            stats = telemetry.stats
-            stats[1] += T * K
-            # Only the loss and the gradient can veto an update, never a logged figure.
-            if np.isfinite(grad_norm) and np.isfinite(loss.item()):
-                nonfinite_in_row = 0
-                optimizer.step(grad, ctx.rank, lr)
-                stats[0] += 1
-                stats[2:8] += (*losses, grad_norm, lr)
-            else:
-                nonfinite_in_row += 1
-                stats[8] += 1
-                if nonfinite_in_row >= cfg.max_nonfinite:
-                    raise NonFiniteUpdates(
-                        f"{nonfinite_in_row} updates in a row with a non-finite loss or gradient"
-                    )
+            learner.learn(rollout, _steps(env_steps, global_steps))
+            telemetry.stats[STAT["env_steps"]] += T * K
             env_steps[ctx.rank] += T * K
             if obs_rms is not None:
                 obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
@@ -96,13 +80,87 @@ def run_worker(
     telemetry.send()
 
 
-def loss_settings(cfg: A3CConfig) -> LossSettings:
+class Learner:
+    """A worker's side of learning: turns each rollout into lock-free steps of the shared
+    optimizer (one for A3C, ``epochs x minibatches`` for APPO) and sums their figures
+    into the telemetry ``stats``."""
+
+    def __init__(
+        self,
+        cfg: A3CConfig,
+        model: torch.nn.Module,
+        local: torch.Tensor,
+        shared: torch.Tensor,
+        optimizer: SharedOptimizer,
+        rank: int,
+        stats: np.ndarray,
+    ) -> None:
+        self.cfg, self.model, self.local, self.shared = cfg, model, local, shared
+        self.optimizer, self.rank, self.stats = optimizer, rank, stats
+        self.grad = attach_flat_grad(model, local)
+        self.nonfinite_in_row = 0
+
+    def learn(self, rollout: Rollout, steps: int) -> None:
+        cfg = self.cfg
+        lr = _decayed(cfg.lr, 0.0 if cfg.lr_schedule == "linear" else None, steps, cfg)
+        entropy_coef = _decayed(cfg.entropy_coef, cfg.entropy_coef_final, steps, cfg)
+        if cfg.algo == "a3c":
+            loss, figures = a3c_loss(self.model, rollout, loss_settings(cfg, entropy_coef))
+            self._step(loss, lr, dict(zip(LOSS_STATS, figures.tolist(), strict=True)))
+            return
+        b = behaviour(self.model, rollout, cfg.gamma, cfg.gae_lambda)
+        settings = ppo_settings(cfg, entropy_coef, steps)
+        T, K = rollout.rewards.shape
+        for _ in range(cfg.epochs):
+            for idx in minibatches(T, K, cfg.minibatches, rollout.state is not None):
+                self.local.copy_(self.shared)
+                loss, figures = ppo_loss(self.model, rollout, b, idx, settings)
+                named = dict(zip(PPO_STATS, figures.tolist(), strict=True))
+                if cfg.target_kl is not None and named["approx_kl"] > KL_STOP * cfg.target_kl:
+                    self.stats[STAT["kl_stops"]] += 1
+                    return
+                self._step(loss, lr, {**named, "explained_variance": b.explained_variance})
+
+    def _step(self, loss: torch.Tensor, lr: float, figures: dict[str, float]) -> None:
+        """One lock-free step with exactly this loss's gradient, unless it is not finite."""
+        self.grad.zero_()
+        loss.backward()
+        grad_norm = clip_grad_norm_(self.grad, self.cfg.max_grad_norm)
+        stats = self.stats
+        # Only the loss and the gradient can veto an update, never a logged figure.
+        if np.isfinite(grad_norm) and np.isfinite(loss.item()):
+            self.nonfinite_in_row = 0
+            self.optimizer.step(self.grad, self.rank, lr)
+            stats[STAT["updates"]] += 1
+            for name, value in {**figures, "grad_norm": grad_norm, "lr": lr}.items():
+                stats[STAT[name]] += value
+            return
+        self.nonfinite_in_row += 1
+        stats[STAT["skipped"]] += 1
+        if self.nonfinite_in_row >= self.cfg.max_nonfinite:
+            raise NonFiniteUpdates(
+                f"{self.nonfinite_in_row} updates in a row with a non-finite loss or gradient"
+            )
+
+
+def loss_settings(cfg: A3CConfig, entropy_coef: float | None = None) -> LossSettings:
     return LossSettings(
         gamma=cfg.gamma,
         gae_lambda=cfg.gae_lambda,
         value_coef=cfg.value_coef,
-        entropy_coef=cfg.entropy_coef,
-        normalize_advantage=cfg.normalize_advantage,
+        entropy_coef=cfg.entropy_coef if entropy_coef is None else entropy_coef,
+        normalize_advantage=bool(cfg.normalize_advantage),
+        value_loss=cfg.value_loss,
+    )
+
+
+def ppo_settings(cfg: A3CConfig, entropy_coef: float, steps: int) -> PPOSettings:
+    return PPOSettings(
+        clip_range=_decayed(cfg.clip_range, cfg.clip_range_final, steps, cfg),
+        clip_range_vf=cfg.clip_range_vf,
+        value_coef=cfg.value_coef,
+        entropy_coef=entropy_coef,
+        normalize_advantage=cfg.normalize_advantage is not False,
         value_loss=cfg.value_loss,
     )
 
@@ -114,6 +172,13 @@ def _steps(env_steps: torch.Tensor, global_steps: torch.Tensor) -> int:
 
 
 def _learning_rate(cfg: A3CConfig, steps: int) -> float:
-    if cfg.lr_schedule == "linear":
-        return cfg.lr * max(1.0 - steps / cfg.total_steps, 0.0)
-    return cfg.lr
+    return _decayed(cfg.lr, 0.0 if cfg.lr_schedule == "linear" else None, steps, cfg)
+
+
+def _decayed(start: float, final: float | None, steps: int, cfg: A3CConfig) -> float:
+    """``start``, or with a ``final`` value the linear way from it to ``final`` over the
+    run's ``total_steps`` (all nodes' steps: every node follows the same schedule)."""
+    if final is None:
+        return start
+    done = min(steps / cfg.total_steps, 1.0)
+    return start + (final - start) * done

@@ -1,0 +1,101 @@
+"""Asynchronous PPO's update: several clipped steps from one rollout, each on fresh shared weights.
+
+A worker collects a rollout as for A3C, then :func:`behaviour` records what the policy
+that acted said (log-probabilities and values, from the same weights, in one pass
+without autograd) and the GAE targets, once. Each of ``epochs x minibatches`` steps then
+copies the shared parameters (other workers have moved them meanwhile), scores its
+minibatch with :func:`ppo_loss` and makes one lock-free step. The ratio against the
+behaviour log-probabilities corrects for both this worker's earlier steps and the lag
+other workers introduce, and the clip bounds how far either can push the policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from a3c.loss import Rollout, explained_variance, forward_with_targets
+from a3c.policy import ActorCritic
+
+__all__ = ["PPO_STATS", "Behaviour", "PPOSettings", "behaviour", "minibatches", "ppo_loss"]
+
+#: The figures :func:`ppo_loss` reports, in order.
+PPO_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    clip_range: float = 0.2
+    clip_range_vf: float | None = None  # clip the value's move from the behaviour's, too
+    value_coef: float = 0.5
+    entropy_coef: float = 0.0
+    normalize_advantage: bool = True  # per minibatch, as SB3 and CleanRL
+    value_loss: str = "mse"  # or "huber"
+
+
+@dataclass
+class Behaviour:
+    """What the acting policy said of its rollout, fixed for every step taken from it."""
+
+    log_p: Tensor  # [T, K]
+    values: Tensor  # [T, K]
+    advantages: Tensor  # [T, K]
+    returns: Tensor  # [T, K]
+    explained_variance: float
+
+
+@torch.no_grad()
+def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behaviour:
+    """Call with the weights the rollout was collected with (and their observation
+    statistics): the log-probabilities are then exactly those of the actions taken."""
+    pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
+    log_p, _ = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))
+    return Behaviour(log_p.view_as(v), v, adv, ret, float(explained_variance(v, ret)))
+
+
+def minibatches(T: int, K: int, count: int, recurrent: bool) -> list[Tensor]:
+    """One epoch's index sets, shuffled: of the ``T*K`` samples, or for a recurrent policy
+    of the ``K`` envs, so that every sequence stays whole from its stored initial state."""
+    n = K if recurrent else T * K
+    return list(torch.randperm(n).tensor_split(count))
+
+
+def ppo_loss(
+    model: ActorCritic, r: Rollout, b: Behaviour, idx: Tensor, s: PPOSettings
+) -> tuple[Tensor, Tensor]:
+    """``(loss, figures)`` of one minibatch (``idx`` from :func:`minibatches`): the
+    clipped surrogate, the value loss and the entropy bonus; ``PPO_STATS`` (detached)."""
+    if r.state is None:
+        pi, v = model(r.obs.flatten(0, 1)[idx])
+        rows = lambda x: x.flatten(0, 1)[idx]  # noqa: E731
+    else:
+        T, k = r.rewards.shape[0], idx.numel()
+        h, c = r.state
+        none = torch.zeros(T, k, dtype=torch.bool)  # no bootstrap rows are needed here
+        pi, v = model.unroll(
+            r.obs[:, idx], (h[idx], c[idx]), r.dones[:, idx], r.next_obs[idx], none,
+            r.final_obs[:0],
+        )  # fmt: skip
+        pi, v = pi[: T * k], v[: T * k]
+        rows = lambda x: x[:, idx].flatten(0, 1)  # noqa: E731
+    adv, ret, old_v = rows(b.advantages), rows(b.returns), rows(b.values)
+    if s.normalize_advantage and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    log_p, entropy = model.dist.log_prob_entropy(pi, rows(r.actions))
+    log_ratio = log_p - rows(b.log_p)
+    ratio = log_ratio.exp()
+    clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
+    policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+    if s.clip_range_vf is not None:
+        v = old_v + (v - old_v).clamp(-s.clip_range_vf, s.clip_range_vf)
+    value_loss = F.smooth_l1_loss(v, ret) if s.value_loss == "huber" else (ret - v).pow(2).mean()
+    entropy_mean = entropy.mean()
+    loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
+    with torch.no_grad():
+        approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's unbiased, >= 0 estimator
+        clip_fraction = ((ratio - 1.0).abs() > s.clip_range).float().mean()
+        figures = torch.stack((policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction))
+    return loss, figures

@@ -1,0 +1,173 @@
+"""Asynchronous PPO's update (a3c.ppo, the worker's Learner) and its settings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from policy_helpers import mlp
+from test_normalize_loss import GAMMA, _model, _rollout
+
+from a3c.config import A3CConfig
+from a3c.envs import make_vector_env
+from a3c.loss import LossSettings, a3c_loss
+from a3c.policy import ModelSpec
+from a3c.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
+from a3c.telemetry import STAT, STATS
+from a3c.train import main as train_main
+from a3c.worker import Learner, ppo_settings
+from hogwild.errors import UsageError
+from hogwild.flat import flatten_parameters
+from hogwild.optim import OPTIMIZERS
+
+
+def _grads(model, loss) -> torch.Tensor:
+    model.zero_grad()
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_one_epoch_at_ratio_one_is_a2c(separate):
+    """Acting weights = learning weights, the whole rollout as one minibatch, nothing
+    normalised: the clipped surrogate's gradient is the policy gradient of A2C/A3C."""
+    model, r = _model(separate), _rollout()
+    b = behaviour(model, r, GAMMA, 0.9)
+    s = PPOSettings(clip_range=0.2, value_coef=0.5, entropy_coef=0.01, normalize_advantage=False)
+    loss, figures = ppo_loss(model, r, b, torch.arange(6), s)
+    assert figures.shape == (len(PPO_STATS),)
+    named = dict(zip(PPO_STATS, figures.tolist(), strict=True))
+    assert named["approx_kl"] == pytest.approx(0.0, abs=1e-7) and named["clip_fraction"] == 0
+    a2c = LossSettings(gamma=GAMMA, gae_lambda=0.9, value_coef=0.5, entropy_coef=0.01)
+    a2c_loss, a2c_figures = a3c_loss(model, r, a2c)
+    torch.testing.assert_close(_grads(model, loss), _grads(model, a2c_loss))
+    # The same value loss and entropy; the surrogate's value is -mean(adv), not A2C's.
+    torch.testing.assert_close(figures[1:3], a2c_figures[1:3])
+    assert float(figures[0]) == pytest.approx(-float(b.advantages.mean()), rel=1e-5)
+
+
+def test_a_clipped_sample_gives_no_policy_gradient():
+    model, r = _model(), _rollout()
+    b = behaviour(model, r, GAMMA, 0.9)
+    s = PPOSettings(clip_range=0.2, value_coef=0.0, normalize_advantage=False)
+    flat_adv = b.advantages.flatten()
+    j = int(flat_adv.abs().argmax())
+    one = torch.tensor([j])
+    # Inside the clip range (ratio 1): a gradient.
+    loss, _ = ppo_loss(model, r, b, one, s)
+    assert _grads(model, loss).abs().sum() > 0
+    # The behaviour was far less likely to take that action where the advantage is
+    # positive (ratio e > 1.2), or far more likely where it is negative (ratio 1/e < 0.8):
+    # the surrogate is clipped, constant in the weights.
+    sign = 1.0 if flat_adv[j] > 0 else -1.0
+    b.log_p.view(-1)[j] -= sign * 1.0
+    loss, figures = ppo_loss(model, r, b, one, s)
+    assert dict(zip(PPO_STATS, figures.tolist(), strict=True))["clip_fraction"] == 1.0
+    assert _grads(model, loss).abs().sum() == 0
+    # ...while the other side of the clip (moving back towards the behaviour) still pulls.
+    b.log_p.view(-1)[j] += 2 * sign * 1.0
+    loss, _ = ppo_loss(model, r, b, one, s)
+    assert _grads(model, loss).abs().sum() > 0
+
+
+def test_value_clipping_bounds_the_value_move():
+    model, r = _model(), _rollout()
+    b = behaviour(model, r, GAMMA, 0.9)
+    b.values += 5.0  # the acting policy's values were far from today's
+    free = PPOSettings(value_coef=1.0, normalize_advantage=False)
+    clipped = PPOSettings(value_coef=1.0, normalize_advantage=False, clip_range_vf=0.1)
+    idx = torch.arange(6)
+    _, f_free = ppo_loss(model, r, b, idx, free)
+    _, f_clip = ppo_loss(model, r, b, idx, clipped)
+    v_moved = b.values.flatten() - 0.1  # today's values are > 0.1 below: clipped to -0.1
+    want = (b.returns.flatten() - v_moved).pow(2).mean()
+    assert float(f_clip[1]) == pytest.approx(float(want), rel=1e-5)
+    assert float(f_free[1]) != pytest.approx(float(f_clip[1]))
+
+
+def test_minibatches_cover_every_sample_or_every_sequence_once():
+    flat = minibatches(5, 4, 3, recurrent=False)
+    assert len(flat) == 3 and sorted(torch.cat(flat).tolist()) == list(range(20))
+    envs = minibatches(5, 4, 2, recurrent=True)
+    assert [len(m) for m in envs] == [2, 2] and sorted(torch.cat(envs).tolist()) == [0, 1, 2, 3]
+
+
+def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
+    spec = ModelSpec((2,), {"type": "discrete", "n": 2}, hidden=(4,), lstm=3)
+    torch.manual_seed(0)
+    model = spec.build()
+    r = _rollout()
+    r.state = (torch.randn(2, 3), torch.randn(2, 3))
+    b = behaviour(model, r, GAMMA, 0.9)
+    s = PPOSettings(normalize_advantage=False)
+    # Env 1 alone, from its own stored state: the same figures as its share of the whole.
+    _, both = ppo_loss(model, r, b, torch.tensor([0, 1]), s)
+    _, first = ppo_loss(model, r, b, torch.tensor([0]), s)
+    _, second = ppo_loss(model, r, b, torch.tensor([1]), s)
+    torch.testing.assert_close((first + second)[:3] / 2, both[:3])
+    assert float(both[3]) == pytest.approx(0.0, abs=1e-6)  # the behaviour, unrolled alike
+
+
+def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
+    envs = make_vector_env("CartPole-v1", tmp_cfg.envs_per_worker, seed=0)
+    from a3c.collect import Collector
+
+    torch.manual_seed(0)
+    model = mlp(4, 2, hidden=(8,))
+    local = flatten_parameters(model)
+    shared = local.clone()
+    optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
+    learner = Learner(tmp_cfg, model, local, shared, optimizer, 0, np.zeros(len(STATS)))
+    rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
+    envs.close()
+    return learner, rollout, shared
+
+
+@pytest.mark.parametrize("target_kl, steps", [(None, 3 * 4), (1e-9, 1)])
+def test_target_kl_stops_a_workers_epochs(target_kl, steps):
+    cfg = A3CConfig(
+        algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
+        target_kl=target_kl, normalize_reward=False,
+    )  # fmt: skip
+    learner, rollout, shared = _learner(cfg)
+    before = shared.clone()
+    learner.learn(rollout, steps=0)
+    assert learner.stats[STAT["updates"]] == steps
+    assert learner.stats[STAT["kl_stops"]] == (0 if target_kl is None else 1)
+    assert not torch.equal(shared, before)
+    assert learner.stats[STAT["approx_kl"]] > 0 or target_kl is not None
+
+
+def test_entropy_and_clip_range_decay_to_their_floor():
+    cfg = A3CConfig(
+        algo="appo", total_steps=1000, entropy_coef=0.01, entropy_coef_final=0.0,
+        clip_range=0.3, clip_range_final=0.1,
+    )  # fmt: skip
+    from a3c.worker import _decayed
+
+    assert _decayed(cfg.entropy_coef, cfg.entropy_coef_final, 500, cfg) == pytest.approx(0.005)
+    assert ppo_settings(cfg, 0.0, 0).clip_range == pytest.approx(0.3)
+    assert ppo_settings(cfg, 0.0, 500).clip_range == pytest.approx(0.2)
+    assert ppo_settings(cfg, 0.0, 10_000).clip_range == pytest.approx(0.1)
+    # Advantages are standardised per minibatch by default for APPO, not for A3C.
+    assert ppo_settings(cfg, 0.0, 0).normalize_advantage is True
+    off = A3CConfig(algo="appo", normalize_advantage=False)
+    assert ppo_settings(off, 0.0, 0).normalize_advantage is False
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--epochs", "0"], "epochs (--epochs) must be at least 1"),
+        (["--clip-range", "-1"], "clip_range (--clip-range) must be above 0"),
+        (["--minibatches", "41"], "more than the 40 samples of a rollout"),
+        (["--policy", "lstm", "--minibatches", "9"], "more than the 8 envs per worker"),
+    ],
+)
+def test_bad_appo_settings_are_one_line_and_exit_2(flags, words, capsys, tmp_path):
+    argv = ["--algo", "appo", "--preset", "none", "--logdir", str(tmp_path), *flags]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    with pytest.raises(UsageError):
+        A3CConfig(algo="appo", n_steps=5, envs_per_worker=8, minibatches=41)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from a3c.evaluation import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
 from hogwild.optim import OPTIMIZERS
@@ -30,7 +31,8 @@ class A3CConfig(EngineConfig):
     env_kwargs: dict[str, Any] = setting(
         help="keywords for the env: gymnasium.make's (max_episode_steps=500, Atari's "
         "repeat_action_probability=0.0) and the Atari wrappers' (screen_size=42, "
-        "frame_stack=4, noop_max=30, terminal_on_life_loss=false)",
+        "frame_stack=4, noop_max=30, terminal_on_life_loss=false); max_episode_steps "
+        "counts agent steps, also for Atari",
         factory=dict,
         group=RUN,
     )
@@ -50,9 +52,10 @@ class A3CConfig(EngineConfig):
     target_metric: str = setting(
         "train",
         "train: mean return of the last 100 training episodes (the standard 'solved'); "
-        "eval: the evaluator's mean greedy return",
+        "eval: the evaluator's mean greedy return; none: note when the training mean "
+        "reaches the target, never stop for it (to see whether a run holds it)",
         group=RUN,
-        choices=("train", "eval"),
+        choices=("train", "eval", "none"),
     )
     algo: str = setting(
         "a3c",
@@ -176,6 +179,14 @@ class A3CConfig(EngineConfig):
         min=1,
     )
     eval_episodes: int = setting(10, "episodes per evaluation", group=LOG, min=1)
+    eval_max_steps: int | None = setting(
+        None,
+        "cut an evaluation episode after this many agent steps, so an env without a time "
+        "limit cannot stall the evaluator (none: the env's own max_episode_steps, else "
+        f"{DEFAULT_EVAL_MAX_STEPS:_})",
+        group=LOG,
+        min=1,
+    )
     checkpoint_interval: float = setting(
         60.0, "seconds between periodic checkpoints", group=LOG, above=0
     )

@@ -1,4 +1,4 @@
-"""The learning suite: time and env steps to solve each env with its preset, several seeds.
+"""The learning suite: how fast each env is solved with its preset, and whether it stays solved.
 
     python benchmarks/suite.py                                 # the whole suite, 3 seeds
     python benchmarks/suite.py --envs Acrobot-v1 --seeds 1 2
@@ -6,11 +6,14 @@
     python benchmarks/suite.py --logdir runs/suite     # keep the runs, then:
     python -m a3c.plot runs/suite -o docs/curves.png   # one figure per env
 
-Protocol (shared/BENCHMARKS.md): wall time from the start of training until the mean
-return of the last 100 training episodes, all workers together, first reaches the env's
-``reward_threshold``; also the env steps then. A run that does not get there within its
-budget reports the best 100-episode mean it reached, and when. Runs go one after the
-other (never two at once on 2 cores); the table prints as Markdown for the README.
+Protocol (shared/BENCHMARKS.md): every run trains for its whole budget. Reported per
+run and as the median of the seeds: the wall time from the start of training until the
+mean return of the last 100 training episodes, all workers together, first reaches the
+env's ``reward_threshold``, and the env steps then; the **hold rate**, the share of the
+logged 100-episode means (one a second) at or above the threshold from then on; the
+worst of those means; and the **final** 100-episode mean at the end of the budget. A run
+that never gets there reports the best 100-episode mean it reached. Runs go one after
+the other (never two at once on 2 cores); the table prints as Markdown for the README.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ import sys
 import tempfile
 import time
 import tomllib
+from dataclasses import dataclass
 
 import torch
 
 from a3c.envs import make_env
 from a3c.envs.atari import is_atari_id
 from a3c.envs.minatar import is_minatar_id
-from a3c.plot import read_curve
+from a3c.plot import Curve, read_curve
 from a3c.presets import config_for
 from a3c.train import train
 from hogwild.errors import UsageError
@@ -84,6 +88,28 @@ def parse_set(items: list[str]) -> dict:
     return out
 
 
+@dataclass
+class Holding:
+    """What a run did once it first reached its threshold (None where it never did)."""
+
+    hold_rate: float | None  # share of the logged 100-episode means >= threshold from then
+    worst_after: float | None  # the lowest of those means
+    final: float  # the 100-episode mean at the end of the budget
+
+
+def holding(curve: Curve | None, threshold: float, solved_step: int | None) -> Holding:
+    """From the run's curve of 100-episode means: see :class:`Holding`."""
+    if curve is None:
+        return Holding(None, None, math.nan)
+    final = float(curve.values[-1])
+    if solved_step is None:
+        return Holding(None, None, final)
+    after = curve.values[curve.steps >= solved_step]
+    if after.size == 0:  # solved in the last second: only the final mean is after it
+        after = curve.values[-1:]
+    return Holding(float((after >= threshold).mean()), float(after.min()), final)
+
+
 def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str):
     rows = []
     for seed in seeds:
@@ -94,12 +120,13 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
             time_limit=budget,
             eval_interval=0.0,
             logdir=logdir,
-            **{"target_return": TARGETS.get(env), **extra},
+            **{"target_return": TARGETS.get(env), "target_metric": "none", **extra},
         )
-        if by_return(env):  # run the whole budget: no target, no step limit
+        if by_return(env):  # no target
             cfg.target_return = math.inf
-            if cfg.lr_schedule == "constant":  # a decaying rate keeps its own horizon
-                cfg.total_steps = 10**12
+        finals = (cfg.entropy_coef_final, cfg.clip_range_final)
+        if cfg.lr_schedule == "constant" and all(x is None for x in finals):
+            cfg.total_steps = 10**12  # the whole budget; a decay keeps its own horizon
         r = train(cfg)
         if by_return(env):
             at_steps, at_end = returns_reached(r.run_dir)
@@ -111,17 +138,23 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
                 flush=True,
             )
             continue
+        hold = holding(read_curve(r.run_dir), cfg.target_return, (r.solved_at or (0, None))[1])
         if r.solved_at is not None:
             t, steps = r.solved_at
-            rows.append((True, t, steps, r.mean_return_100))
-            print(f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps", flush=True)
+            rows.append((True, t, steps, r.mean_return_100, hold))
+            print(
+                f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps; then "
+                f"{hold.hold_rate:.0%} of the means held it, worst {hold.worst_after:.1f}, "
+                f"final {hold.final:.1f} after {r.wall_time:.0f} s",
+                flush=True,
+            )
         else:
             best = r.best_mean_100
             mean, t, steps = best if best else (float("nan"), r.wall_time, r.env_steps)
-            rows.append((False, t, steps, mean))
+            rows.append((False, t, steps, mean, hold))
             print(
                 f"  {env} seed {seed}: not solved in {budget:.0f} s; best 100-episode mean "
-                f"{mean:.1f} after {t:.1f} s, {steps:,} steps",
+                f"{mean:.1f} after {t:.1f} s, {steps:,} steps; final {hold.final:.1f}",
                 flush=True,
             )
     return cfg.preset, cfg.target_return, rows
@@ -145,15 +178,22 @@ def summary(env: str, preset, target, rows) -> str:
         return f"| {env} | {preset} | {milestone} | at the end: {at_end} | |"
     solved = [r for r in rows if r[0]]
     n = len(rows)
+    finals = [r[4].final for r in rows]
+    final = f"{statistics.median(finals):.1f} ({min(finals):.1f}-{max(finals):.1f})"
     if len(solved) == n:
         ts, ss = [r[1] for r in rows], [r[2] for r in rows]
+        holds, worst = [r[4].hold_rate for r in rows], [r[4].worst_after for r in rows]
         return (
             f"| {env} | {preset} | {target:g} | {n}/{n} | {statistics.median(ts):.1f} s "
             f"({min(ts):.1f}-{max(ts):.1f}) | {statistics.median(ss) / 1e3:,.0f}k "
-            f"({min(ss) / 1e3:,.0f}k-{max(ss) / 1e3:,.0f}k) |"
+            f"({min(ss) / 1e3:,.0f}k-{max(ss) / 1e3:,.0f}k) | {statistics.median(holds):.0%} "
+            f"({min(holds):.0%}-{max(holds):.0%}) | {statistics.median(worst):.1f} | {final} |"
         )
     bests = ", ".join(f"{r[3]:.1f}" + (" (solved)" if r[0] else "") for r in rows)
-    return f"| {env} | {preset} | {target:g} | {len(solved)}/{n} | best means: {bests} | |"
+    return (
+        f"| {env} | {preset} | {target:g} | {len(solved)}/{n} | best means: {bests} | | | | "
+        f"{final} |"
+    )
 
 
 def main() -> None:
@@ -190,8 +230,11 @@ def main() -> None:
             lines.append(
                 summary(env, *run_env(env, args.seeds, budget, args.workers, extra, logdir))
             )
-    print("\n| env | preset | target | solved | wall time, median (range) | env steps |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "\n| env | preset | target | solved | wall time, median (range) | env steps "
+        "| hold rate | worst after | final |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import gymnasium as gym
+import torch
 
 from a3c.envs import env_spaces, make_env
-from a3c.evaluation import run_episodes
+from a3c.evaluation import DEFAULT_EVAL_MAX_STEPS, play_episodes
 from a3c.policy import ActorCritic, ModelSpec
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import positive_int, run_cli
@@ -131,8 +132,11 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
 def _main(args: argparse.Namespace) -> int:
     model, env_id, env_kwargs = load_policy(args.checkpoint, args.env)
     env = _make_recording_env(env_id, args.record, env_kwargs) if args.record else None
+    # --stochastic draws actions from torch's global RNG: seed it too, so that one --seed
+    # gives one set of returns (torch seeds that RNG differently in every process).
+    torch.manual_seed(args.seed)
     try:
-        returns = run_episodes(
+        played = play_episodes(
             model,
             env_id,
             args.episodes,
@@ -140,17 +144,25 @@ def _main(args: argparse.Namespace) -> int:
             greedy=not args.stochastic,
             env=env,
             env_kwargs=env_kwargs,
+            max_steps=args.max_steps,
         )
     except BaseException:
         if env is not None:
             env.close()
         raise
     videos = _close_recording(env, args.record, args.episodes) if env is not None else []
+    returns, capped = played.returns, int(played.capped.sum())
     mode = "stochastic" if args.stochastic else "greedy"
     print(
         f"{env_id}: {mode} return {returns.mean():.2f} ± {returns.std():.2f} over "
         f"{args.episodes} episodes (min {returns.min():.1f}, max {returns.max():.1f})"
     )
+    if capped:
+        print(
+            f"{capped} of {args.episodes} episodes were cut at "
+            f"{played.lengths[played.capped].max()} agent steps (--max-steps); "
+            "their returns count as they stood"
+        )
     if videos:
         more = f" ... {videos[-1].name}" if len(videos) > 1 else ""
         print(f"videos in {args.record}: {videos[0].name}{more}")
@@ -166,7 +178,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="a checkpoint written by a3c.train (best.pt, checkpoint.pt)")
     p.add_argument("--episodes", type=positive_int, default=10)
     p.add_argument("--stochastic", action="store_true", help="sample actions instead of argmax")
-    p.add_argument("--seed", type=int, default=0, help="episode i is reset with seed + i")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="episode i is reset with seed + i; it also seeds --stochastic's draws",
+    )
+    p.add_argument(
+        "--max-steps",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="cut an episode after this many agent steps (none: the env's own "
+        f"max_episode_steps, else {DEFAULT_EVAL_MAX_STEPS:_})",
+    )
     p.add_argument("--env", default=None, help="override the checkpoint's environment id")
     p.add_argument("--record", metavar="DIR", default=None, help="write videos (RecordVideo)")
     return p

@@ -1,18 +1,54 @@
-"""Scoring a policy: whole episodes on a fresh environment, greedy or stochastic."""
+"""Scoring a policy: whole episodes on a fresh environment, greedy or stochastic.
+
+Every episode is capped (``max_steps``, the run's ``--eval-max-steps``), so that an env
+without a time limit cannot hold the evaluator in one episode forever; by default the
+cap is the env's own ``spec.max_episode_steps``, else :data:`DEFAULT_EVAL_MAX_STEPS`.
+An episode the cap cut counts with the return it had; :func:`score_greedy` reports how
+many there were (``capped_episodes``) and warns.
+
+Atari's scoring env (:func:`a3c.envs.make_env` with ``scoring=True``) plays whole games
+and flags a lost life in ``info["life_lost"]``: a recurrent policy's state is reset
+there, as in training, where each life is an episode of its own. Its frame stack is
+not reset (it holds at most three frames from before the loss).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from a3c.envs import make_env
 from a3c.policy import ActorCritic, ModelSpec
 
+log = logging.getLogger(__name__)
 
-def run_episodes(
+#: Agent steps after which an evaluation episode is cut when neither the caller nor the
+#: env's own time limit says: generous (ALE's 108 000-frame cap is 27 000 agent steps).
+DEFAULT_EVAL_MAX_STEPS = 100_000
+
+
+class Episodes(NamedTuple):
+    """What :func:`play_episodes` saw, one entry per episode."""
+
+    returns: np.ndarray  # float64: the (unclipped) reward sums
+    lengths: np.ndarray  # int64: agent steps
+    capped: np.ndarray  # bool: cut by the step cap, not ended by the env
+
+
+def episode_cap(env: gym.Env, max_steps: int | None = None) -> int:
+    """``max_steps``, else ``env``'s own time limit, else :data:`DEFAULT_EVAL_MAX_STEPS`."""
+    if max_steps is not None:
+        return max_steps
+    limit = env.spec.max_episode_steps if env.spec is not None else None
+    return limit or DEFAULT_EVAL_MAX_STEPS
+
+
+def play_episodes(
     model: ActorCritic,
     env_id: str,
     episodes: int,
@@ -20,15 +56,19 @@ def run_episodes(
     *,
     greedy: bool = True,
     device: torch.device | str = "cpu",
-    env=None,
+    env: gym.Env | None = None,
     env_kwargs: Mapping[str, Any] | None = None,
-) -> np.ndarray:
-    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``,
-    or on a fresh ``make_env(env_id, scoring=True, **env_kwargs)``."""
+    max_steps: int | None = None,
+) -> Episodes:
+    """``episodes`` episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``, or on a fresh
+    ``make_env(env_id, scoring=True, **env_kwargs)``, each cut at :func:`episode_cap`."""
     own_env = env is None
     env = make_env(env_id, scoring=True, **(env_kwargs or {})) if own_env else env
     returns = np.zeros(episodes)
+    lengths = np.zeros(episodes, dtype=np.int64)
+    capped = np.zeros(episodes, dtype=bool)
     try:
+        cap = episode_cap(env, max_steps)
         with torch.no_grad():
             for i in range(episodes):
                 obs, _ = env.reset(seed=seed + i)
@@ -41,13 +81,47 @@ def run_episodes(
                     else:
                         a, state = model.act_recurrent(x, state, greedy)
                     action = model.dist.to_env(a.cpu())[0]
-                    obs, reward, terminated, truncated, _ = env.step(action)
+                    obs, reward, terminated, truncated, info = env.step(action)
                     returns[i] += float(reward)
+                    lengths[i] += 1
                     done = terminated or truncated
+                    if not done and lengths[i] >= cap:
+                        capped[i] = done = True
+                    if state is not None and info.get("life_lost"):
+                        state = model.initial_state(1, device)
     finally:
         if own_env:
             env.close()
-    return returns
+    return Episodes(returns, lengths, capped)
+
+
+def run_episodes(
+    model: ActorCritic,
+    env_id: str,
+    episodes: int,
+    seed: int,
+    *,
+    greedy: bool = True,
+    device: torch.device | str = "cpu",
+    env: gym.Env | None = None,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_steps: int | None = None,
+) -> np.ndarray:
+    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``,
+    or on a fresh ``make_env(env_id, scoring=True, **env_kwargs)``; each is cut at
+    ``max_steps`` agent steps (see :func:`episode_cap`). :func:`play_episodes` also says
+    which were cut."""
+    return play_episodes(
+        model,
+        env_id,
+        episodes,
+        seed,
+        greedy=greedy,
+        device=device,
+        env=env,
+        env_kwargs=env_kwargs,
+        max_steps=max_steps,
+    ).returns
 
 
 def build_model(spec: dict) -> ActorCritic:
@@ -64,9 +138,32 @@ def score_greedy(
     env_kwargs: Mapping[str, Any],
     episodes: int,
     seed: int,
+    max_steps: int | None = None,
 ) -> dict[str, float]:
-    """The evaluator's score: mean and spread of greedy returns on fixed seeds."""
-    returns = run_episodes(
-        model, env_id, episodes, seed, greedy=True, device=device, env_kwargs=env_kwargs
+    """The evaluator's score: mean and spread of greedy returns on fixed seeds, and how
+    many episodes the step cap cut (their returns count as they stood)."""
+    played = play_episodes(
+        model,
+        env_id,
+        episodes,
+        seed,
+        greedy=True,
+        device=device,
+        env_kwargs=env_kwargs,
+        max_steps=max_steps,
     )
-    return {"mean_return": float(returns.mean()), "std_return": float(returns.std())}
+    capped = int(played.capped.sum())
+    if capped:
+        log.warning(
+            "evaluation at step %d: %d of %d episodes cut at %d agent steps "
+            "(--eval-max-steps; partial returns are counted)",
+            step,
+            capped,
+            episodes,
+            int(played.lengths[played.capped].max()),
+        )
+    return {
+        "mean_return": float(played.returns.mean()),
+        "std_return": float(played.returns.std()),
+        "capped_episodes": float(capped),
+    }

@@ -181,6 +181,7 @@ class A3CRun:
                     env_kwargs=dict(cfg.env_kwargs),
                     episodes=cfg.eval_episodes,
                     seed=cfg.seed + 10_000,
+                    max_steps=cfg.eval_max_steps,
                 ),
                 self.flat.numel(),
                 buffers_numel=self.buffers.numel(),

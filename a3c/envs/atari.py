@@ -10,9 +10,12 @@ one-line :class:`~hogwild.errors.UsageError` naming the ``atari`` extra.
     RecordEpisodeStatistics          info["episode"] = {r, l, t}: the REAL game
     AtariPreprocessing               no-op starts, skip 4 + max of the last 2 frames,
                                      grayscale, 84x84 (uint8)
+    GameStepLimit                    max_episode_steps: truncate the game (optional)
     EpisodicLife                     terminated=True on a life loss, game NOT reset
     FireOnReset                      press FIRE after every reset (games that need it)
+    FireOnLifeLoss                   scoring env only: FIRE after a lost life too
     TransformReward(sign)            rewards clipped to -1, 0, +1 for learning
+    CountAgentSteps                  the steps GameStepLimit counts (with it only)
     FrameStackObservation(4)         uint8 (4, 84, 84), channel-first
 
 ``info["episode"]`` comes from the innermost wrapper, so it appears only when a real
@@ -20,6 +23,14 @@ game ends (game over, or ALE's own 108 000-frame cap), never at a life loss, and
 the unclipped score ``r``, the length ``l`` in *emulator frames* (agent steps x 4 plus
 the no-ops and the resets' FIRE steps) and the wall time ``t``.
 :func:`a3c.envs.episodes.episode_scores` reads it out of a vector env's ``info``.
+
+``max_episode_steps`` counts agent steps, as for any other env: ``gym.make`` would put
+its ``TimeLimit`` under the frame skip (counting emulator frames, and the no-ops), so
+:func:`wrap_atari` takes it instead. :class:`CountAgentSteps`, outside every wrapper that
+steps on its own, counts the agent's steps; :class:`GameStepLimit`, just above the frame
+skip, truncates the *game* at the limit, so every wrapper above sees the truncation
+(``EpisodicLife`` then resets the game) and the real score still reaches
+``info["episode"]``. The wrappers' own FIRE and no-op steps are not counted.
 
 Frame skip: ``ALE/...-v5`` (and ``...-v0``/``...-v4``) ids skip frames inside the
 emulator, which cannot max-pool the last two frames (needed for games whose sprites
@@ -35,6 +46,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import time
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -49,8 +61,11 @@ from gymnasium.wrappers import (
 from hogwild.errors import UsageError
 
 __all__ = [
+    "CountAgentSteps",
     "EpisodicLife",
+    "FireOnLifeLoss",
     "FireOnReset",
+    "GameStepLimit",
     "atari_make_kwargs",
     "is_atari_id",
     "make_atari_env",
@@ -65,6 +80,9 @@ INSTALL_HINT = 'pip install "hogwild-a3c[atari]" (or, from a checkout, pip insta
 _ALE_V5 = re.compile(r"^ALE/[A-Za-z0-9]+-v\d+$")
 _NO_FRAMESKIP = re.compile(r"^[A-Z][A-Za-z0-9]*NoFrameskip-v[04]$")
 _OLD_STYLE = re.compile(r"^[A-Z][A-Za-z0-9]*-v[04]$")
+
+FIRE = 1  # action 1 of every game whose start button is FIRE (checked in FireOnReset)
+NOOP = 0
 
 
 def _bare(env_id: str) -> str:
@@ -151,7 +169,7 @@ class EpisodicLife(gym.Wrapper):
         if self.game_over:
             obs, info = self.env.reset(seed=seed, options=options)
         else:
-            obs, _, terminated, truncated, info = self.env.step(0)
+            obs, _, terminated, truncated, info = self.env.step(NOOP)
             if terminated or truncated:
                 obs, info = _reset_keeping_episode(self.env, info)
         self.game_over = False
@@ -177,11 +195,100 @@ class FireOnReset(gym.Wrapper):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        for action in (1, 2):
+        for action in (FIRE, 2):
             obs, _, terminated, truncated, step_info = self.env.step(action)
             if terminated or truncated:
                 obs, info = _reset_keeping_episode(self.env, step_info, seed, options)
         return obs, info
+
+
+class FireOnLifeLoss(gym.Wrapper):
+    """Whole-game scoring: after a lost life, press FIRE and flag ``info["life_lost"]``.
+
+    Without :class:`EpisodicLife` no reset follows a life loss, so :class:`FireOnReset`
+    cannot serve: a policy that never picks FIRE would stand still in Breakout until
+    ALE's 108 000-frame cap. With ``fire``, the FIRE step (action 1) is taken within the
+    step that lost the life: its reward is added, its observation, flags and info are
+    returned. ``info["life_lost"] = True`` marks that step, so an evaluator can reset a
+    recurrent policy's state there, as training does at each (per-life) episode start.
+    Steps that end the episode are passed on untouched.
+    """
+
+    def __init__(self, env: gym.Env, *, fire: bool = True) -> None:
+        super().__init__(env)
+        self.fire = fire
+        self.lives = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.lives = self.env.unwrapped.ale.lives()
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        lost = 0 < lives < self.lives and not (terminated or truncated)
+        if lost and self.fire:
+            obs, fire_reward, terminated, truncated, info = self.env.step(FIRE)
+            reward = float(reward) + float(fire_reward)
+            lives = self.env.unwrapped.ale.lives()
+        self.lives = lives
+        if lost:
+            info = {**info, "life_lost": True}
+        return obs, reward, terminated, truncated, info
+
+
+class GameStepLimit(gym.Wrapper):
+    """Truncate the game once :class:`CountAgentSteps` has counted ``max_steps`` steps.
+
+    Sits just above the frame skip, so that every wrapper above sees the truncation, and
+    counts only the agent's own steps (counted outside them all), so the limit reads as
+    for any env. ``RecordEpisodeStatistics`` (innermost) cannot see a truncation made
+    above it, so the game's real score is copied from ``stats`` into ``info["episode"]``.
+    """
+
+    def __init__(self, env: gym.Env, max_steps: int, stats: RecordEpisodeStatistics) -> None:
+        super().__init__(env)
+        self.max_steps = max_steps
+        self.stats = stats
+        self.steps = 0  # raised by CountAgentSteps, zeroed at each new game
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        self.steps = 0
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if self.steps >= self.max_steps:
+            truncated = True
+            if "episode" not in info:
+                stats = self.stats
+                elapsed = round(time.perf_counter() - stats.episode_start_time, 6)
+                info = {
+                    **info,
+                    "episode": {
+                        "r": stats.episode_returns,
+                        "l": stats.episode_lengths,
+                        "t": elapsed,
+                    },
+                }
+        return obs, reward, terminated, truncated, info
+
+
+class CountAgentSteps(gym.Wrapper):
+    """Count the agent's steps for ``limit``; outside the wrappers that step on their own."""
+
+    def __init__(self, env: gym.Env, limit: GameStepLimit) -> None:
+        super().__init__(env)
+        self.limit = limit
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        self.limit.steps += 1
+        return self.env.step(action)
 
 
 def _reset_keeping_episode(
@@ -216,13 +323,19 @@ def wrap_atari(
     noop_max: int = 30,
     frame_skip: int = 4,
     fire_on_reset: bool | None = None,
+    fire_on_life_loss: bool = False,
+    max_episode_steps: int | None = None,
 ) -> gym.Env:
     """The DeepMind preprocessing (see the module docstring) around a fresh ale-py env.
 
     ``env`` must come straight from ``gym.make`` with ``frameskip=1`` (see
     :func:`atari_make_kwargs`). ``fire_on_reset=None`` presses FIRE on reset exactly when
-    the game's action 1 is FIRE. Observations are uint8 ``(frame_stack, screen_size,
-    screen_size)``, channel-first (``frame_stack=1`` gives ``(1, 84, 84)``).
+    the game's action 1 is FIRE. ``fire_on_life_loss`` (with ``terminal_on_life_loss``
+    off: the scoring env) adds :class:`FireOnLifeLoss`, which presses FIRE after a lost
+    life too when ``fire_on_reset`` does. ``max_episode_steps`` truncates the game after
+    that many agent steps (:class:`GameStepLimit`). Observations are uint8
+    ``(frame_stack, screen_size, screen_size)``, channel-first (``frame_stack=1`` gives
+    ``(1, 84, 84)``).
     """
     if getattr(env.unwrapped, "_frameskip", None) != 1:
         raise UsageError(
@@ -231,6 +344,8 @@ def wrap_atari(
         )
     if frame_stack < 1:
         raise UsageError(f"frame_stack must be at least 1, got {frame_stack}")
+    if max_episode_steps is not None and max_episode_steps < 1:
+        raise UsageError(f"max_episode_steps must be at least 1, got {max_episode_steps}")
     try:
         import cv2  # noqa: F401  (AtariPreprocessing resizes with OpenCV)
     except ImportError as e:
@@ -238,7 +353,7 @@ def wrap_atari(
             f"the Atari preprocessing needs OpenCV (in the atari extra): {INSTALL_HINT}"
         ) from e
 
-    env = RecordEpisodeStatistics(env)
+    env = stats = RecordEpisodeStatistics(env)
     env = AtariPreprocessing(
         env,
         noop_max=noop_max,
@@ -248,6 +363,9 @@ def wrap_atari(
         grayscale_obs=True,
         scale_obs=False,
     )
+    limit = None
+    if max_episode_steps is not None:
+        env = limit = GameStepLimit(env, max_episode_steps, stats)
     if terminal_on_life_loss:
         env = EpisodicLife(env)
     meanings = env.unwrapped.get_action_meanings()
@@ -255,8 +373,12 @@ def wrap_atari(
         fire_on_reset = len(meanings) >= 3 and meanings[1] == "FIRE"
     if fire_on_reset:
         env = FireOnReset(env)
+    if fire_on_life_loss and not terminal_on_life_loss:
+        env = FireOnLifeLoss(env, fire=fire_on_reset)
     if clip_rewards:
         env = TransformReward(env, _sign)
+    if limit is not None:
+        env = CountAgentSteps(env, limit)
     return FrameStackObservation(env, frame_stack)
 
 
@@ -277,11 +399,17 @@ def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.E
     return wrap_and_seed(env, lambda e: wrap_atari(e, **wrap), seed)
 
 
+#: The types of :func:`wrap_atari`'s keywords whose default is None (None: auto / none).
+_OPTIONAL_TYPES = {"fire_on_reset": bool, "max_episode_steps": int}
+
+
 def split_wrap_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """``kwargs`` split into :func:`wrap_atari`'s keywords and the rest (``gym.make``'s).
 
     A wrapper keyword must have its default's type (``terminal_on_life_loss="no"`` would
-    otherwise count as true): a one-line :class:`UsageError` if not.
+    otherwise count as true): a one-line :class:`UsageError` if not. Those whose default
+    is ``None`` (:data:`_OPTIONAL_TYPES`) also take ``None``.
+    ``max_episode_steps`` is one of them: for Atari ids it counts agent steps.
     """
     defaults = {
         name: p.default
@@ -290,7 +418,7 @@ def split_wrap_kwargs(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str,
     }
     wrap = {k: v for k, v in kwargs.items() if k in defaults}
     for k, v in wrap.items():
-        kind = bool if defaults[k] is None else type(defaults[k])  # fire_on_reset: None = auto
-        if type(v) is not kind:
+        kind = _OPTIONAL_TYPES[k] if defaults[k] is None else type(defaults[k])
+        if type(v) is not kind and not (v is None and defaults[k] is None):
             raise UsageError(f"Atari option {k} must be {kind.__name__}, got {v!r}")
     return wrap, {k: v for k, v in kwargs.items() if k not in defaults}

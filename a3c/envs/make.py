@@ -47,18 +47,20 @@ def make_env(
     which imports ``module`` first so that it can register ``EnvName-v0`` (this also
     works in freshly spawned worker processes). ``kwargs`` go to ``gymnasium.make``
     (e.g. ``max_episode_steps``), except, for Atari ids, the keywords of
-    :func:`~a3c.envs.atari.wrap_atari` (``screen_size``, ``frame_stack``, ...). With a
+    :func:`~a3c.envs.atari.wrap_atari` (``screen_size``, ``frame_stack``, ...), which
+    takes ``max_episode_steps`` too, so that it counts agent steps, not frames. With a
     ``seed`` the env is reset once with it and its spaces are seeded, so later unseeded
     ``reset()`` calls are reproducible too.
     ``scoring``: an env to score a policy on, whole games with the real rewards (Atari:
-    no episode per life, no reward clipping), not the one learned from.
+    no episode per life, no reward clipping, FIRE pressed after a lost life too, which
+    is flagged in ``info["life_lost"]``), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
     is_atari = atari.is_atari_id(env_id)
     if is_atari:
         options, kwargs = atari.split_wrap_kwargs(kwargs)
         if scoring:
-            options.update(terminal_on_life_loss=False, clip_rewards=False)
+            options.update(terminal_on_life_loss=False, clip_rewards=False, fire_on_life_loss=True)
     env = _gym_make(env_id, kwargs)
 
     def wrap(env: gym.Env) -> gym.Env:

@@ -3,12 +3,20 @@
 CI installs the project (``pip install -e .``); a bare checkout running ``pytest`` does not,
 so the repository root goes on ``sys.path``. ``tests/`` goes there too, for the helper
 modules (``engine_helpers``) that spawned child processes must be able to import by name.
+
+The real MNIST files are found here, in one place (:func:`locate_mnist`, the ``mnist_dir``
+fixture): ``$HOGWILD_DATA`` (the trainer's own default data folder) if it holds them, else
+``../shared/data/mnist`` beside the checkout. Without them the MNIST tests skip, saying
+where they looked; under CI (``CI`` set and not false) they fail instead, so a CI run
+without the data cannot pass unseen.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -43,3 +51,69 @@ def hang_guard(request):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+# ------------------------------------------------------------------------ real MNIST
+
+#: The sibling folder CI provides (``../shared`` beside the checkout).
+SIBLING_MNIST = ROOT.parent / "shared" / "data" / "mnist"
+#: The standard distribution's four files, as ``hogwild.mnist.data.MD5`` names them.
+MNIST_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+
+def under_ci(environ: Mapping[str, str] = os.environ) -> bool:
+    """``CI`` is set to something other than empty, 0, false, no or off."""
+    return environ.get("CI", "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def locate_mnist(
+    environ: Mapping[str, str] = os.environ, sibling: Path = SIBLING_MNIST
+) -> tuple[Path | None, str]:
+    """The first of ``$HOGWILD_DATA`` and ``sibling`` that holds the four MNIST ``.gz``
+    files, and ``""``; or None and why not (every place looked at, and how to fix it)."""
+    places = []
+    if environ.get("HOGWILD_DATA"):
+        places.append((Path(environ["HOGWILD_DATA"]), "$HOGWILD_DATA"))
+    places.append((sibling, "shared/data/mnist beside the checkout"))
+    tried = []
+    for path, what in places:
+        if not path.is_dir():
+            tried.append(f"{path} ({what}): no such folder")
+            continue
+        missing = [name for name in MNIST_FILES if not (path / name).is_file()]
+        if not missing:
+            return path, ""
+        tried.append(f"{path} ({what}): no {', '.join(missing)}")
+    return None, (
+        f"real MNIST not found; looked in {'; '.join(tried)}. Point HOGWILD_DATA at a folder "
+        f"holding {', '.join(MNIST_FILES)} (python -m hogwild.mnist downloads them into "
+        f"its --data-dir), or put them in {sibling}"
+    )
+
+
+def require_mnist(environ: Mapping[str, str] = os.environ, sibling: Path = SIBLING_MNIST) -> Path:
+    """The MNIST folder, or skip the test saying why; under CI, fail it instead."""
+    path, why = locate_mnist(environ, sibling)
+    if path is None:
+        if under_ci(environ):
+            pytest.fail(f"CI={environ['CI']}: the MNIST tests must run, but {why}", pytrace=False)
+        pytest.skip(why)
+    return path
+
+
+@pytest.fixture(scope="session")
+def mnist_dir() -> Path:
+    """The folder of the real MNIST files (see :func:`locate_mnist`); skips or fails without."""
+    return require_mnist()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    path, why = locate_mnist()
+    return (
+        f"MNIST: {path}" if path else f"MNIST: tests will {'FAIL' if under_ci() else 'skip'}: {why}"
+    )

@@ -10,6 +10,7 @@ import os
 import random
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,30 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def returns_within(call: Callable[[], object], timeout: float) -> tuple[bool, object]:
+    """``(True, call())`` as soon as it returns, or ``(False, None)`` if it still runs
+    after ``timeout`` s (in a daemon thread, which a call that blocks for ever leaves).
+    For "does not block": no wall-clock bound to trip on a busy machine, yet a blocked
+    call fails the test in ``timeout`` s instead of hanging it."""
+    outcome: list[tuple[bool, object]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as e:  # noqa: BLE001 - raised again below, in the test
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not outcome:
+        return False, None
+    returned, value = outcome[0]
+    if not returned:
+        raise value  # type: ignore[misc]
+    return True, value
 
 
 def subprocess_env() -> dict[str, str]:
@@ -224,12 +249,14 @@ def score_probe(model: nn.Module, device: torch.device, step: int) -> dict[str, 
 
 
 SLOW_FROM_STEP = 1000
+SLOW_SCORE_S = 10.0
 
 
 def score_slow_late(model: nn.Module, device: torch.device, step: int) -> dict[str, float]:
-    """``score_probe``, taking a second for steps from ``SLOW_FROM_STEP`` on (a busy evaluator)."""
+    """``score_probe``, taking ``SLOW_SCORE_S`` for steps from ``SLOW_FROM_STEP`` on (a busy
+    evaluator)."""
     if step >= SLOW_FROM_STEP:
-        time.sleep(1.0)
+        time.sleep(SLOW_SCORE_S)
     return score_probe(model, device, step)
 
 

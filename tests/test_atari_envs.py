@@ -20,7 +20,7 @@ from a3c.envs.atari import (  # noqa: E402
     register_atari_envs,
 )
 from a3c.envs.episodes import episode_scores  # noqa: E402
-from a3c.envs.make import _gym_make, make_env  # noqa: E402
+from a3c.envs.make import _gym_make, env_spaces, make_env  # noqa: E402
 from hogwild.errors import UsageError  # noqa: E402
 
 
@@ -167,11 +167,54 @@ def test_rewards_are_clipped_but_the_episode_reports_the_real_score():
     assert raw_episode["l"] >= 4 * len(raw)  # emulator frames, no-ops and FIRE included
 
 
-def test_pong_score_is_a_real_game_score():
-    env = make_atari_env("ALE/Pong-v5", seed=0)
-    *_, info = play_until(env, lambda o, r, te, tr, i: "episode" in i)
-    assert -21 <= info["episode"]["r"] <= 21 and info["episode"]["r"] == int(info["episode"]["r"])
+def test_a_scored_game_is_the_whole_game_with_its_real_rewards():
+    """The env evaluation scores on (``scoring=True``), on a game with lives and rewards
+    above 1 (SpaceInvaders: 3 lives, 5-30 per alien; no FIRE needed): its return is the
+    unclipped reward sum of one whole game, to ``lives() == 0``, as the raw emulator
+    counts it when it replays the same frames."""
+    env_id, seed = "SpaceInvadersNoFrameskip-v4", 3  # random play: game over in ~560 steps
+    env = make_env(env_id, scoring=True)
+    raw = env.unwrapped
+    frames: list[int] = []  # every action the emulator got: no-op starts, skipped frames
+    emulate = raw.step
+
+    def recorded(action):
+        frames.append(int(action))
+        return emulate(action)
+
+    raw.step = recorded
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    assert raw.ale.lives() == 3
+    rewards, lives = [], []
+    for _ in range(3000):
+        _, reward, terminated, truncated, info = env.step(env.action_space.sample())
+        rewards.append(float(reward))
+        lives.append(raw.ale.lives())
+        if terminated or truncated:
+            break
     env.close()
+    assert terminated and not truncated, "no game over within 3000 steps"
+    assert lives[-1] == 0 and raw.ale.game_over()
+    assert set(lives[:-1]) == {3, 2, 1}, "life losses did not end the scored episode"
+    score = info["episode"]["r"]
+    assert score == sum(rewards)
+    assert info["episode"]["l"] == len(frames)  # emulator frames, no-ops included
+    # The real rewards, not their signs: the training env's clipped sum is much lower.
+    assert max(rewards) > 1 and sum(float(np.sign(r)) for r in rewards) < score
+
+    replay = gym.make(env_id)  # the bare emulator: no wrappers, frameskip 1, no sticky actions
+    replay.reset(seed=seed)
+    replayed: list[float] = []
+    for action in frames:
+        _, reward, terminated, truncated, _ = replay.step(action)
+        replayed.append(float(reward))
+        if terminated or truncated:
+            break
+    assert terminated and len(replayed) == len(frames), "the replay's game ended elsewhere"
+    assert replay.unwrapped.ale.lives() == 0
+    assert sum(replayed) == score
+    replay.close()
 
 
 def test_episode_scores_on_a_same_step_vector_env():
@@ -200,14 +243,15 @@ def test_episode_scores_on_a_same_step_vector_env():
 
 
 def test_make_env_registers_and_wraps():
-    """make_env's hook. Until adapt_spaces takes images it refuses the wrapped frames."""
-    try:
-        env = make_env("ALE/Pong-v5")
-    except UsageError as e:
-        assert "(4, 84, 84)" in str(e)  # the wrapped frames reached adapt_spaces
-    else:
-        assert env.observation_space.shape == (4, 84, 84)
-        env.close()
+    """make_env's hook: the wrapped frames reach the policy as they are, uint8 images."""
+    env = make_env("ALE/Pong-v5", seed=0)
+    assert env.observation_space == gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+    obs, _ = env.reset()
+    assert obs.dtype == np.uint8 and env.observation_space.contains(obs)
+    env.close()
+    spaces = env_spaces("ALE/Pong-v5")
+    assert spaces.obs_shape == (4, 84, 84) and spaces.obs_dtype == "uint8"
+    assert spaces.action == {"type": "discrete", "n": 6}
 
 
 def test_make_env_errors_for_atari_ids(monkeypatch):

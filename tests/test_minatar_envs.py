@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from a3c.envs import make_env
+from a3c.envs import env_spaces, make_env
 from a3c.envs.minatar import is_minatar_id, register_minatar_envs, wrap_minatar
 from hogwild.errors import UsageError
 
@@ -56,12 +56,13 @@ def test_channel_first_uint8_images(game, channels, actions):
 
 
 def test_make_env_registers_and_wraps():
-    """make_env's hook. Until adapt_spaces takes images it refuses the wrapped grids."""
+    """make_env's hook: the wrapped grids reach the policy as they are, uint8 images."""
     pytest.importorskip("minatar", reason='needs the minatar extra: pip install -e ".[minatar]"')
-    try:
-        env = make_env("MinAtar/Breakout-v1")
-    except UsageError as e:
-        assert "(4, 10, 10)" in str(e)  # the wrapped grids reached adapt_spaces
-    else:
-        assert env.observation_space.shape == (4, 10, 10)
-        env.close()
+    env = make_env("MinAtar/Breakout-v1", seed=0)
+    assert env.observation_space == gym.spaces.Box(0, 255, (4, 10, 10), np.uint8)
+    obs, _ = env.reset()
+    assert obs.dtype == np.uint8 and env.observation_space.contains(obs) and obs.any()
+    env.close()
+    spaces = env_spaces("MinAtar/Breakout-v1")
+    assert spaces.obs_shape == (4, 10, 10) and spaces.obs_dtype == "uint8"
+    assert spaces.action == {"type": "discrete", "n": 3}

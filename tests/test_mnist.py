@@ -23,16 +23,11 @@ from hogwild.optim import SharedSGD
 from hogwild.procs import WorkerContext, WorkerGroup
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
-
-needs_mnist = pytest.mark.skipif(
-    not SHARED_MNIST.is_dir(), reason=f"real MNIST not found at {SHARED_MNIST}"
-)
 
 
-def quick_args(tmp_path: Path, *extra: str) -> list[str]:
+def quick_args(mnist_dir: Path, tmp_path: Path, *extra: str) -> list[str]:
     return [
-        "--data-dir", str(SHARED_MNIST), "--no-download", "--logdir", str(tmp_path / "runs"),
+        "--data-dir", str(mnist_dir), "--no-download", "--logdir", str(tmp_path / "runs"),
         "--workers", "2", "--max-batches-per-epoch", "150", "--seed", "3", *extra,
     ]  # fmt: skip
 
@@ -51,10 +46,9 @@ def scalars(run_dir: Path) -> dict[str, list[float]]:
 # ---------------------------------------------------------------------- end to end
 
 
-@needs_mnist
 @pytest.mark.slow
-def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
-    assert main(quick_args(tmp_path, "--epochs", "1")) == 0
+def test_trains_to_95_percent_logs_checkpoints_and_resumes(mnist_dir, tmp_path, capsys):
+    assert main(quick_args(mnist_dir, tmp_path, "--epochs", "1")) == 0
     out = capsys.readouterr().out
     assert "epoch 1: test loss" in out
 
@@ -77,7 +71,7 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
 
     # --resume continues in the same run folder: epoch 2, same weights to start from,
     # and the evaluator process scores snapshots on the side.
-    argv = quick_args(tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))
+    argv = quick_args(mnist_dir, tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))
     assert main([*argv, "--eval-interval", "0.5", "--eval-device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "epoch 2: test loss" in out and "epoch 1:" not in out
@@ -90,17 +84,17 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(tmp_path, capsys):
     assert "eval/accuracy" in values and values["eval/accuracy"][-1] > 90.0
 
     # Resuming a finished run trains nothing; resuming with another optimizer is refused.
-    assert main(quick_args(tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))) == 0
+    argv = quick_args(mnist_dir, tmp_path, "--epochs", "2", "--resume", str(run / "checkpoint.pt"))
+    assert main(argv) == 0
     assert "nothing to train" in capsys.readouterr().out
-    argv = quick_args(tmp_path, "--epochs", "3", "--resume", str(run / "checkpoint.pt"))
+    argv = quick_args(mnist_dir, tmp_path, "--epochs", "3", "--resume", str(run / "checkpoint.pt"))
     assert main([*argv, "--optimizer", "adam"]) == 2
     assert "trained with --optimizer sgd" in capsys.readouterr().err
     assert torch.load(run / "checkpoint.pt", weights_only=True)["epoch"] == 2
 
 
-@needs_mnist
 @pytest.mark.parametrize("policy", ["restart", "abort"])
-def test_killed_worker_is_restarted_or_aborts_the_run(tmp_path, caplog, capsys, policy):
+def test_killed_worker_is_restarted_or_aborts_the_run(mnist_dir, tmp_path, caplog, capsys, policy):
     """SIGKILL one worker mid-epoch: restarted on its shard (run finishes) or exit 1."""
     me = Path("/proc/self/cmdline").read_bytes()
     killed: list[int] = []
@@ -122,7 +116,7 @@ def test_killed_worker_is_restarted_or_aborts_the_run(tmp_path, caplog, capsys, 
 
     killer = threading.Thread(target=kill_one_worker, daemon=True)
     killer.start()
-    argv = quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "300")
+    argv = quick_args(mnist_dir, tmp_path, "--epochs", "1", "--max-batches-per-epoch", "300")
     # The abort run also covers Adam and a training subset.
     extra = ["--optimizer", "adam", "--lr", "1e-3", "--train-subset", "40000"]
     code = main([*argv, "--on-worker-failure", policy, *(extra if policy == "abort" else [])])
@@ -142,20 +136,18 @@ def test_killed_worker_is_restarted_or_aborts_the_run(tmp_path, caplog, capsys, 
         assert ckpt["optimizers"][0]["type"] == "SharedAdam"
 
 
-@needs_mnist
-def test_spawned_workers_train_the_shared_model(tmp_path, capsys):
+def test_spawned_workers_train_the_shared_model(mnist_dir, tmp_path, capsys):
     """--start-method spawn: the model, optimizers, pool and data are pickled, not inherited."""
-    argv = quick_args(tmp_path, "--epochs", "1", "--max-batches-per-epoch", "40")
+    argv = quick_args(mnist_dir, tmp_path, "--epochs", "1", "--max-batches-per-epoch", "40")
     assert main([*argv, "--start-method", "spawn", "--train-subset", "10000"]) == 0
     ckpt = torch.load(only_run_dir(tmp_path) / "checkpoint.pt", weights_only=True)
     assert ckpt["samples"] == 2 * 40 * 64
     assert ckpt["test_accuracy"] > 80.0  # 5k samples: far from chance, so updates landed
 
 
-@needs_mnist
-def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(tmp_path):
+def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(mnist_dir, tmp_path):
     cmd = [
-        sys.executable, "-m", "hogwild.mnist", "--data-dir", str(SHARED_MNIST),
+        sys.executable, "-m", "hogwild.mnist", "--data-dir", str(mnist_dir),
         "--no-download", "--logdir", str(tmp_path / "runs"), "--epochs", "50",
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -247,11 +239,13 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
     (truncated / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(header + b"\0" * 100))
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(b"this is not a checkpoint")
-    data = ["--data-dir", str(SHARED_MNIST), "--logdir", str(tmp_path / "runs")]
+    # The checkpoint is read before any data: this case needs no real MNIST.
+    nowhere = str(tmp_path / "nowhere")
+    data = ["--data-dir", nowhere, "--no-download", "--logdir", str(tmp_path / "runs")]
     cases = {
         "--workers": ["--workers", "0"],
         "--batch-size": ["--batch-size", "-1"],
-        "MNIST files missing": ["--data-dir", str(tmp_path / "nowhere"), "--no-download"],
+        "MNIST files missing": ["--data-dir", nowhere, "--no-download"],
         "truncated": ["--data-dir", str(truncated)],
         "not a readable checkpoint": [*data, "--resume", str(corrupt)],
     }

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import MNIST_FILES, locate_mnist, require_mnist
 
 from hogwild.errors import UsageError
 from hogwild.mnist import data as mnist_data
@@ -22,8 +23,6 @@ from hogwild.mnist.data import (
     load_mnist,
     read_idx,
 )
-
-SHARED_MNIST = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "mnist"
 
 
 def idx_bytes(array: np.ndarray, magic: int | None = None) -> bytes:
@@ -321,18 +320,14 @@ def test_unreachable_mirror_is_skipped_after_first_failure(tmp_path: Path) -> No
     assert sum(u.startswith("https://up.invalid") for u in calls) == 4
 
 
-def test_well_known_md5s_match_shared_copy() -> None:
-    if not SHARED_MNIST.is_dir():
-        pytest.skip(f"no shared MNIST copy at {SHARED_MNIST}")
+def test_well_known_md5s_match_shared_copy(mnist_dir: Path) -> None:
     for name, md5 in MD5.items():
-        assert hashlib.md5((SHARED_MNIST / name).read_bytes()).hexdigest() == md5, name
+        assert hashlib.md5((mnist_dir / name).read_bytes()).hexdigest() == md5, name
 
 
-def test_download_real_files_via_file_mirror(tmp_path: Path) -> None:
-    if not SHARED_MNIST.is_dir():
-        pytest.skip(f"no shared MNIST copy at {SHARED_MNIST}")
+def test_download_real_files_via_file_mirror(mnist_dir: Path, tmp_path: Path) -> None:
     target = tmp_path / "data"
-    download_mnist(target, mirrors=[SHARED_MNIST.as_uri()], log=quiet)  # default MD5 table
+    download_mnist(target, mirrors=[mnist_dir.as_uri()], log=quiet)  # default MD5 table
     assert sorted(p.name for p in target.iterdir()) == sorted(MD5)
 
 
@@ -346,10 +341,8 @@ def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
     assert default_data_dir() == tmp_path
 
 
-def test_real_mnist() -> None:
-    if not SHARED_MNIST.is_dir():
-        pytest.skip(f"real MNIST not found: {SHARED_MNIST} does not exist (shared/ beside repo)")
-    data = load_mnist(SHARED_MNIST, download=False)
+def test_real_mnist(mnist_dir: Path) -> None:
+    data = load_mnist(mnist_dir, download=False)
     assert isinstance(data, MnistData)
     assert data.train_images.shape == (60000, 1, 28, 28)
     assert data.train_images.dtype == torch.float32
@@ -379,3 +372,46 @@ def test_real_mnist() -> None:
 def test_module_constants() -> None:
     assert mnist_data.MIRRORS[0].startswith("https://ossci-datasets.s3.amazonaws.com/")
     assert set(MD5) == {f"{b}.gz" for b in FILES.values()}
+
+
+# ------------------------------------------------- where the tests find the real data
+
+
+def test_the_tests_look_for_the_standard_files() -> None:
+    assert sorted(MNIST_FILES) == sorted(MD5)
+
+
+def _complete(folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    for name in MNIST_FILES:
+        (folder / name).write_bytes(b"")
+    return folder
+
+
+def test_the_tests_find_mnist_in_hogwild_data_then_beside_the_checkout(tmp_path: Path) -> None:
+    env, sibling = _complete(tmp_path / "env"), _complete(tmp_path / "sibling")
+    assert locate_mnist({"HOGWILD_DATA": str(env)}, sibling) == (env, "")
+    assert locate_mnist({}, sibling) == (sibling, "")
+    # $HOGWILD_DATA may be an empty download target: the sibling folder is still used.
+    assert locate_mnist({"HOGWILD_DATA": str(tmp_path / "empty")}, sibling) == (sibling, "")
+    (env / MNIST_FILES[2]).unlink()
+    assert locate_mnist({"HOGWILD_DATA": str(env)}, sibling) == (sibling, "")
+    assert require_mnist({"CI": "true", "HOGWILD_DATA": str(env)}, sibling) == sibling
+
+
+def test_missing_mnist_skips_saying_where_it_looked_but_fails_under_ci(tmp_path: Path) -> None:
+    partial, sibling = _complete(tmp_path / "partial"), tmp_path / "no-shared"
+    (partial / MNIST_FILES[0]).unlink()
+    environ = {"HOGWILD_DATA": str(partial)}
+    for ci in (None, "", "0", "false"):
+        with pytest.raises(pytest.skip.Exception) as skipped:
+            require_mnist({**environ, **({"CI": ci} if ci is not None else {})}, sibling)
+        reason = str(skipped.value)
+        assert f"{partial} ($HOGWILD_DATA): no {MNIST_FILES[0]}" in reason, reason
+        assert f"{sibling} (shared/data/mnist beside the checkout): no such folder" in reason
+        assert "Point HOGWILD_DATA at a folder" in reason
+    for ci in ("true", "1"):
+        with pytest.raises(pytest.fail.Exception) as failed:
+            require_mnist({**environ, "CI": ci}, sibling)
+        assert str(failed.value).startswith(f"CI={ci}: the MNIST tests must run, but real MNIST")
+        assert str(sibling) in str(failed.value)

@@ -22,18 +22,13 @@ from hogwild.flat import flatten_parameters
 from hogwild.mnist import ConvNet, main, params_digest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
-
-pytestmark = pytest.mark.skipif(
-    not SHARED_MNIST.is_dir(), reason=f"real MNIST not found at {SHARED_MNIST}"
-)
 
 DIGEST = re.compile(r"final parameters identical on all 2 nodes \(sha256 ([0-9a-f]{16})\)")
 
 
-def common(tmp_path: Path, *extra: str) -> list[str]:
+def common(mnist_dir: Path, tmp_path: Path, *extra: str) -> list[str]:
     return [
-        "--data-dir", str(SHARED_MNIST), "--no-download", "--logdir", str(tmp_path / "runs"),
+        "--data-dir", str(mnist_dir), "--no-download", "--logdir", str(tmp_path / "runs"),
         "--seed", "3", *extra,
     ]  # fmt: skip
 
@@ -52,8 +47,10 @@ def event_writers(tmp_path: Path) -> set[tuple[Path, str]]:
 # ----------------------------------------------------------------------------- DDP
 
 
-def test_ddp_two_ranks_learn_and_rank0_alone_writes(tmp_path, capsys):
-    argv = common(tmp_path, "--mode", "ddp", "--workers", "2", "--max-batches-per-epoch", "150")
+def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys):
+    argv = common(
+        mnist_dir, tmp_path, "--mode", "ddp", "--workers", "2", "--max-batches-per-epoch", "150"
+    )
     assert main([*argv, "--epochs", "1"]) == 0
     out = capsys.readouterr().out
     assert "2 DDP rank(s) (gloo)" in out
@@ -88,9 +85,9 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(tmp_path, capsys):
     assert len(list((tmp_path / "runs").iterdir())) == 1
 
 
-def test_ddp_sigterm_stops_every_rank_and_saves(tmp_path):
+def test_ddp_sigterm_stops_every_rank_and_saves(mnist_dir, tmp_path):
     cmd = [sys.executable, "-m", "hogwild.mnist", "--mode", "ddp", "--workers", "2"]
-    cmd += common(tmp_path, "--epochs", "50")
+    cmd += common(mnist_dir, tmp_path, "--epochs", "50")
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 90
@@ -125,9 +122,11 @@ def test_ddp_sigterm_stops_every_rank_and_saves(tmp_path):
 # ------------------------------------------------------------------- torchrun nodes
 
 
-def test_two_nodes_learn_one_run_identical_models(tmp_path):
+def test_two_nodes_learn_one_run_identical_models(mnist_dir, tmp_path):
     port = free_port()
-    args = common(tmp_path, "--workers", "1", "--epochs", "1", "--max-batches-per-epoch", "150")
+    args = common(
+        mnist_dir, tmp_path, "--workers", "1", "--epochs", "1", "--max-batches-per-epoch", "150"
+    )
     procs = [torchrun(port, "-m", "hogwild.mnist", *args, "--sync-every", "0.5") for _ in range(2)]
     results = finish(procs, 120)
     for code, _, err in results:
@@ -146,9 +145,9 @@ def test_two_nodes_learn_one_run_identical_models(tmp_path):
     assert sum(out.count("epoch 1: test loss") for _, out, _ in results) == 1
 
 
-def test_a_dead_node_makes_the_other_exit_with_one_clear_line(tmp_path):
+def test_a_dead_node_makes_the_other_exit_with_one_clear_line(mnist_dir, tmp_path):
     port = free_port()
-    args = common(tmp_path, "--workers", "1", "--epochs", "50", "--sync-every", "0.5")
+    args = common(mnist_dir, tmp_path, "--workers", "1", "--epochs", "50", "--sync-every", "0.5")
     args = ["-m", "hogwild.mnist", *args, "--dist-timeout", "20"]
     victim = torchrun(port, *args)
     survivor = torchrun(port, *args)

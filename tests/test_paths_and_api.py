@@ -24,13 +24,10 @@ from a3c.train import train as a3c_train
 from hogwild.checkpoint import load_checkpoint, save_checkpoint, save_checkpoint_or_warn
 from hogwild.errors import UsageError
 from hogwild.mnist.data import MD5, download_mnist
+from hogwild.run import RunLoop
 from hogwild.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_MNIST = REPO.parent / "shared" / "data" / "mnist"
-needs_mnist = pytest.mark.skipif(
-    not SHARED_MNIST.is_dir(), reason=f"real MNIST not found at {SHARED_MNIST}"
-)
 # Children import the checkout's packages, whichever folder they run in.
 CHILD_ENV = {
     **os.environ,
@@ -224,6 +221,18 @@ def test_a3c_run_goes_on_when_its_disk_fills_up(tmp_path, monkeypatch, capsys):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(torch, "save", disk_fills_after_one)
+    # The run ends (by its time limit, as any run may) right after the first failed
+    # periodic write, however long a busy machine takes to get there: not after a fixed
+    # few seconds that may hold too few checkpoints. time_limit=120 is only a backstop.
+    periodic_save = RunLoop.save_checkpoint
+
+    def then_end_the_run(loop: RunLoop, *args, **kwargs):
+        path = periodic_save(loop, *args, **kwargs)
+        if len(saved) >= 2:
+            loop.time_limit = 0.0
+        return path
+
+    monkeypatch.setattr(RunLoop, "save_checkpoint", then_end_the_run)
     cfg = A3CConfig(
         env="Acrobot-v1",
         preset=None,
@@ -231,10 +240,10 @@ def test_a3c_run_goes_on_when_its_disk_fills_up(tmp_path, monkeypatch, capsys):
         envs_per_worker=4,
         total_steps=10**9,
         target_return=1e9,
-        time_limit=3.0,
+        time_limit=120.0,
         eval_interval=0.0,
         log_interval=0.1,
-        checkpoint_interval=0.6,
+        checkpoint_interval=0.3,
         logdir=str(tmp_path),
     )
     result = a3c_train(cfg)
@@ -250,14 +259,13 @@ def test_a3c_run_goes_on_when_its_disk_fills_up(tmp_path, monkeypatch, capsys):
     assert not [p for p in result.run_dir.iterdir() if p.name.endswith(".tmp")]
 
 
-@needs_mnist
-def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(tmp_path):
+def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(mnist_dir, tmp_path):
     """After epoch 1's checkpoint, its folder is moved away and a file put in its place:
     the later epochs' writes fail with one warning each, training finishes, exit 0."""
     ck_dir = tmp_path / "ck"
     ck = ck_dir / "ck.pt"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hogwild.mnist", "--data-dir", str(SHARED_MNIST)]
+        [sys.executable, "-m", "hogwild.mnist", "--data-dir", str(mnist_dir)]
         + ["--no-download", "--logdir", str(tmp_path / "runs"), "--checkpoint", str(ck)]
         + ["--workers", "2", "--epochs", "3", "--max-batches-per-epoch", "150", "--seed", "3"],
         stdout=subprocess.PIPE,
@@ -331,26 +339,30 @@ def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
     assert result is not None, proc.stdout
     steps, wall, mean, solved = result.groups()
     assert int(steps) >= 20_000 or solved != "None"
-    assert float(wall) > 0 and -500 <= float(mean) <= 0
+    # Acrobot pays -1 a step for up to 500 steps: a random policy scores about -500, the
+    # preset solves it (-100) in 11-17k steps. -300 shows learning with room to spare.
+    assert float(wall) > 0 and -300 < float(mean) <= 0
     returns = re.search(r"^greedy returns: \[(.*)\]$", proc.stdout, re.M)
     assert returns is not None, proc.stdout
     values = [float(v) for v in returns.group(1).split(",")]
-    assert len(values) == 5 and all(-500 <= v <= 0 for v in values)  # Acrobot: -1 per step
+    assert len(values) == 5 and all(-500 <= v <= 0 for v in values)
+    # Greedy play of a solved policy scores about -90, but one episode in dozens gets
+    # stuck (-500): the median must show learning, not each episode.
+    assert sorted(values)[2] > -300, values
     (run_dir,) = (tmp_path / "runs").iterdir()  # the default logdir, relative to the cwd
     config = json.loads((run_dir / "config.json").read_text())
     assert config["start_method"] == start_method and config["preset"] == "Acrobot-v1"
     assert config["workers"] == 2 and config["total_steps"] == 20_000
 
 
-@needs_mnist
-def test_readme_mnist_example_runs_as_a_script(tmp_path):
+def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):
     script = script_from_readme(
         "Hogwild! MNIST",
         "MnistConfig(workers=2, epochs=1)",
         "max_batches_per_epoch=40, download=False",
         tmp_path,
     )
-    proc = run([str(script)], cwd=tmp_path, timeout=120, HOGWILD_DATA=str(SHARED_MNIST))
+    proc = run([str(script)], cwd=tmp_path, timeout=120, HOGWILD_DATA=str(mnist_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = re.search(
         r"^exit 0: test accuracy ([\d.]+)% after 1 epoch\(s\), checkpoint (.+)$", proc.stdout, re.M

@@ -214,8 +214,16 @@ def test_pendulum_is_a_box_of_one_and_steps_with_clipped_actions():
     envs = make_vector_env("Pendulum-v1", 2, seed=0)
     envs.reset(seed=0)
     model = ModelSpec(s.obs_shape, s.action, log_std_init=2.0).build()
+    torch.manual_seed(0)
     raw = model.act(torch.zeros(2, 3))
-    envs.step(model.dist.to_env(raw))
+    assert raw.shape == (2, 1) and (raw.abs() > 2.0).any(), raw  # std e^2: out of bounds
+    actions = model.dist.to_env(raw)
+    np.testing.assert_array_equal(actions, np.clip(raw.numpy(), -2.0, 2.0))
+    obs, reward, *_ = envs.step(actions)
+    assert obs.shape == (2, 3) and np.isfinite(reward).all()
+    # What each env applied is the clipped action.
+    applied = [float(np.asarray(env.unwrapped.last_u).item()) for env in envs.envs]
+    assert applied == pytest.approx(actions[:, 0].tolist())
     envs.close()
 
 

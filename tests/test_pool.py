@@ -16,6 +16,7 @@ from engine_helpers import (
     fd_count,
     pool_layout,
     produce,
+    returns_within,
     shm_entries,
     take_and_hold,
     wait_for,
@@ -100,7 +101,9 @@ def test_get_with_timeout_times_out_on_an_empty_queue():
         with pytest.raises(PoolTimeout):
             get_with_timeout(q, timeout)
         elapsed = time.monotonic() - t0
-        assert timeout - 0.01 <= elapsed < timeout + 1.0, (timeout, elapsed)
+        # It waited the timeout; the upper bound only rules out waiting for ever (generous
+        # for a busy machine).
+        assert timeout - 0.01 <= elapsed < timeout + 10, (timeout, elapsed)
     q.put(("x", 1))
     assert get_with_timeout(q, 0.5) == ("x", 1)
     q.close()
@@ -137,11 +140,14 @@ def test_acquire_times_out_and_try_message_yields_none_when_all_slots_are_taken(
     t0 = time.monotonic()
     with pytest.raises(PoolTimeout):
         prod.acquire(timeout=0.2)
-    assert 0.19 <= time.monotonic() - t0 < 1.5
-    t0 = time.monotonic()
-    with prod.try_message() as msg:
-        assert msg is None
-    assert time.monotonic() - t0 < 0.5, "try_message blocked"
+    assert 0.19 <= time.monotonic() - t0 < 10  # it waited; the bound only rules out for ever
+
+    def try_one():
+        with prod.try_message() as msg:
+            return msg
+
+    # Every slot is held by this test, so a blocking try_message would wait for ever.
+    assert returns_within(try_one, 10) == (True, None), "try_message blocked"
     assert pool.take(1, 0) is None, "try_message sent something"
     # Producer 0's slots are its own: unaffected.
     with pool.producer(0).try_message() as msg:

@@ -50,13 +50,14 @@ def caplog_procs(caplog):
     return caplog
 
 
-def supervise(group: WorkerGroup, timeout: float, on_ready=None) -> list[int]:
-    """The main loop of a trainer, minus the training: wait on sentinels, check, repeat."""
+def supervise(group: WorkerGroup, timeout: float, on_ready=None, poll: float = 0.5) -> list[int]:
+    """The main loop of a trainer, minus the training: wait on sentinels (at most ``poll``
+    seconds), check, repeat."""
     restarted: list[int] = []
     deadline = time.monotonic() + timeout
     while not group.finished:
         assert time.monotonic() < deadline, f"group not finished after {timeout} s"
-        ready = wait(group.sentinels(), timeout=0.5)
+        ready = wait(group.sentinels(), timeout=poll)
         got = group.check(ready)
         restarted += got
         if on_ready is not None:
@@ -175,13 +176,18 @@ def test_kill_minus_9_is_noticed_at_once_and_the_worker_restarted(caplog_procs):
         t_kill = time.monotonic()
         noticed: list[float] = []
         restarted = supervise(
-            group, timeout=30, on_ready=lambda got: got and noticed.append(time.monotonic())
+            group,
+            timeout=60,
+            on_ready=lambda got: got and noticed.append(time.monotonic()),
+            poll=30,
         )
     finally:
         group.stop(timeout=2)
     assert restarted == [1]
+    # Each wait would time out only after 30 s: noticing sooner means the dead worker's
+    # sentinel woke it (an event, not a poll). 15 s leaves a busy machine room.
     delay = noticed[0] - t_kill
-    assert delay < 1.0, f"death noticed after {delay:.2f} s"
+    assert delay < 15, f"death noticed after {delay:.2f} s"
     reborn = published_pids(pids, 3)[(1, 1)]
     assert reborn != victim
     assert all(s.process.exitcode == 0 for s in group.slots)
@@ -200,8 +206,9 @@ def test_kill_minus_9_with_policy_abort_raises_within_seconds():
         os.kill(victim, signal.SIGKILL)
         t_kill = time.monotonic()
         with pytest.raises(WorkerFailure) as info:
-            supervise(group, timeout=30)
-        assert time.monotonic() - t_kill < 2.0
+            supervise(group, timeout=60, poll=30)
+        # Woken by the sentinel, not by the 30 s poll, nor after the survivor's 20 s.
+        assert time.monotonic() - t_kill < 15
     finally:
         group.stop(timeout=0.3)  # the survivor ignores the stop event: terminated
     assert str(info.value) == f"worker 0 (pid {victim}) was killed by SIGKILL; aborting"
@@ -231,32 +238,33 @@ def test_kill_minus_9_while_checking_the_stop_flag_wedges_nothing():
                 assert time.monotonic() < deadline, "the kill was not noticed"
         assert wait_for(lambda: pids[0] != last, 10)
     finally:
-        t0 = time.monotonic()
-        group.stop(timeout=3)
-    assert time.monotonic() - t0 < 3
+        group.stop(timeout=30)  # generous: the exit codes below say whether it was needed
     assert [s.process.exitcode for s in group.slots] == [0, 0]  # both saw the flag
     assert group.policy.restarts == 15
 
 
 @pytest.mark.usefixtures("no_leftover_children")
 @pytest.mark.parametrize(
-    ("target", "args", "exitcode", "limit"),
+    ("target", "args", "exitcode", "timeout"),
     [
-        (until_stopped, (), 0, 1.5),  # honours the stop event
-        (ignore_stop, (False,), -signal.SIGTERM, 0.3 + 2.0),  # needs SIGTERM
-        (ignore_stop, (True,), -signal.SIGKILL, 0.3 + 3.0),  # needs SIGKILL
+        (until_stopped, (), 0, 30.0),  # honours the stop event: needs none of the 30 s
+        (ignore_stop, (False,), -signal.SIGTERM, 0.3),  # needs SIGTERM
+        (ignore_stop, (True,), -signal.SIGKILL, 0.3),  # needs SIGKILL
     ],
     ids=["cooperative", "ignores-stop-event", "ignores-sigterm-too"],
 )
-def test_stop_ends_every_worker_within_the_timeout(target, args, exitcode, limit):
+def test_stop_ends_every_worker_within_the_timeout(target, args, exitcode, timeout):
     results = CTX.SimpleQueue()
     group = WorkerGroup(target, (results, *args), num_workers=2, seed=0)
     group.start()
     pids = [pid for _, pid in drain(results, 2)]
     t0 = time.monotonic()
-    group.stop(timeout=0.3)
+    group.stop(timeout=timeout)
     elapsed = time.monotonic() - t0
-    assert elapsed < limit, f"stop took {elapsed:.2f} s"
+    # The exit codes say which step ended the workers. Idle, stop() takes the timeout plus
+    # up to 1 s per escalation; the bound only has to be far below the 60 s the workers
+    # would run on their own, with room for a busy machine.
+    assert elapsed < 15, f"stop took {elapsed:.2f} s"
     assert [s.process.exitcode for s in group.slots] == [exitcode, exitcode]
     assert all(pid_gone(pid) for pid in pids)
     assert group.finished and group.sentinels() == []
@@ -272,8 +280,10 @@ def test_stop_terminates_workers_forked_under_graceful_shutdown():
         drain(results, 1)
         t0 = time.monotonic()
         group.stop(timeout=0.3)
+    # With the inherited handler SIGTERM would only set a flag: SIGKILL, not SIGTERM, would
+    # end it. The time bound only rules out waiting the worker's own 60 s.
     assert group.slots[0].process.exitcode == -signal.SIGTERM
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 15
 
 
 @pytest.mark.usefixtures("no_leftover_children")

@@ -50,7 +50,8 @@ def evaluate(
     """The returns of ``episodes`` episodes of a saved policy (greedy unless ``stochastic``).
 
     What ``python -m a3c.evaluate CHECKPOINT`` scores: episode i is reset with seed
-    ``seed + i``, on the checkpoint's env unless ``env`` names another. A bad checkpoint
+    ``seed + i`` (and stochastic draws are seeded with ``seed``, which reseeds torch's
+    global generator), on the checkpoint's env unless ``env`` names another. A bad checkpoint
     raises :class:`hogwild.errors.UsageError` with a one-line message.
     """
     from a3c.evaluate import load_policy
@@ -61,6 +62,10 @@ def evaluate(
 
         raise UsageError(f"episodes must be at least 1, got {episodes}")
     model, env_id, env_kwargs = load_policy(checkpoint, env)
+    if stochastic:  # the action draws repeat with the seed too, as in the command
+        import torch
+
+        torch.manual_seed(seed)
     return run_episodes(model, env_id, episodes, seed, greedy=not stochastic, env_kwargs=env_kwargs)
 
 

@@ -335,9 +335,12 @@ class A3CRun:
 
     # -- A3C's decisions -------------------------------------------------------------------
     def _count_steps(self) -> None:
-        """Fold this node's new env steps (from telemetry) into the global count."""
-        self.global_steps += self.stats.env_steps - self.start_steps - self._synced_local
-        self._synced_local = self.stats.env_steps - self.start_steps
+        """Fold this node's new env steps into the global count: telemetry's, or the
+        workers' shared counters where they are ahead (a worker that died had steps it
+        never reported, which its counter keeps)."""
+        local = max(self.stats.env_steps, int(self.env_steps.sum())) - self.start_steps
+        self.global_steps += local - self._synced_local
+        self._synced_local = local
 
     def _evaluate(self, ready: Sequence[Any], now: float) -> str | None:
         if self.evaluator is None:

@@ -21,6 +21,12 @@ from pathlib import Path
 
 import pytest
 
+# train() drops the process to one thread while it forks workers and then restores the
+# count; after that switch OpenMP's spinning threads made a [1, 128] tanh take ~5.8 ms
+# instead of ~3 us on a busy 2-core machine (19 us with passive waiting), slowing every
+# in-process test that runs after a train(). Set before torch starts OpenMP.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 

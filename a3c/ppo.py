@@ -68,9 +68,9 @@ def ppo_loss(
 ) -> tuple[Tensor, Tensor]:
     """``(loss, figures)`` of one minibatch (``idx`` from :func:`minibatches`): the
     clipped surrogate, the value loss and the entropy bonus; ``PPO_STATS`` (detached)."""
-    if r.state is None:
-        pi, v = model(r.obs.flatten(0, 1)[idx])
-        rows = lambda x: x.flatten(0, 1)[idx]  # noqa: E731
+    by_env = r.state is not None
+    if not by_env:
+        pi, v = model(_rows(r.obs, idx, by_env))
     else:
         T, k = r.rewards.shape[0], idx.numel()
         h, c = r.state
@@ -80,16 +80,16 @@ def ppo_loss(
             r.final_obs[:0],
         )  # fmt: skip
         pi, v = pi[: T * k], v[: T * k]
-        rows = lambda x: x[:, idx].flatten(0, 1)  # noqa: E731
-    adv, ret, old_v = rows(b.advantages), rows(b.returns), rows(b.values)
+    adv, ret = _rows(b.advantages, idx, by_env), _rows(b.returns, idx, by_env)
     if s.normalize_advantage and adv.numel() > 1:
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    log_p, entropy = model.dist.log_prob_entropy(pi, rows(r.actions))
-    log_ratio = log_p - rows(b.log_p)
+    log_p, entropy = model.dist.log_prob_entropy(pi, _rows(r.actions, idx, by_env))
+    log_ratio = log_p - _rows(b.log_p, idx, by_env)
     ratio = log_ratio.exp()
     clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
     policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
     if s.clip_range_vf is not None:
+        old_v = _rows(b.values, idx, by_env)
         v = old_v + (v - old_v).clamp(-s.clip_range_vf, s.clip_range_vf)
     value_loss = F.smooth_l1_loss(v, ret) if s.value_loss == "huber" else (ret - v).pow(2).mean()
     entropy_mean = entropy.mean()
@@ -99,3 +99,8 @@ def ppo_loss(
         clip_fraction = ((ratio - 1.0).abs() > s.clip_range).float().mean()
         figures = torch.stack((policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction))
     return loss, figures
+
+
+def _rows(x: Tensor, idx: Tensor, by_env: bool) -> Tensor:
+    """The minibatch's rows of a ``[T, K, ...]`` tensor, flattened to ``[n, ...]``."""
+    return x[:, idx].flatten(0, 1) if by_env else x.flatten(0, 1)[idx]

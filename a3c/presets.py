@@ -27,6 +27,8 @@ __all__ = [
 ]
 
 AUTO = "auto"
+#: The algorithms a preset table may hold a sub-table for.
+ALGOS = ("a3c", "appo")
 FALLBACK = "default"
 
 
@@ -35,20 +37,36 @@ def load_presets(text: str | None = None) -> dict[str, dict[str, Any]]:
     if text is None:
         text = resources.files("a3c").joinpath("presets.toml").read_text()
     tables = tomllib.loads(text)
-    return {name: _validated(table, f"preset {name!r}") for name, table in tables.items()}
+    return {
+        name: _validated(table, f"preset {name!r}", per_algo=True) for name, table in tables.items()
+    }
 
 
-def _validated(table: Any, source: str) -> dict[str, Any]:
+def _validated(table: Any, source: str, per_algo: bool = False) -> dict[str, Any]:
+    """A table's settings; with ``per_algo``, its sub-tables named by an algorithm
+    (``[Pendulum-v1.a3c]``) too, each under its algorithm's name."""
     if not isinstance(table, dict):
         raise UsageError(f"{source} must be a table of settings")
+    subtables = {k: table.pop(k) for k in ALGOS if per_algo and k in table}
     values = overrides_from_mapping(A3CConfig, table, source)
+    for algo, sub in subtables.items():
+        values[algo] = _validated(sub, f"{source}.{algo}")
+        if "algo" in values[algo]:
+            raise UsageError(f"{source}.{algo}: 'algo' cannot be set here")
     if "preset" in values:
         raise UsageError(f"{source}: 'preset' cannot be set here; use --preset")
     return values
 
 
-def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[str, Any]]:
-    """``(name applied, its settings)``: auto is the env's own table, else the fallback."""
+def resolve_preset(
+    env: str, name: str | None = AUTO, algo: str | None = None
+) -> tuple[str | None, dict[str, Any]]:
+    """``(name applied, its settings)``: auto is the env's own table, else the fallback.
+
+    A table names the algorithm it chose (``algo``) and may hold a sub-table per
+    algorithm: the settings are the table's own plus those of ``algo`` (the one asked
+    for) or else of the table's own choice, so ``--algo a3c`` on an env whose preset
+    chose APPO still gets the A3C settings measured for it."""
     if name in (None, "none"):
         return None, {}
     presets = load_presets()
@@ -63,8 +81,11 @@ def resolve_preset(env: str, name: str | None = AUTO) -> tuple[str | None, dict[
         raise UsageError(f"preset {name!r} may not set env")
     family = _family(name)
     if family not in (name, FALLBACK):  # a game's table says only what differs from its family's
-        values = {**presets.get(family, {}), **values}
-    return name, values
+        base = presets.get(family, {})
+        merged = {a: {**base.get(a, {}), **values.get(a, {})} for a in ALGOS}
+        values = {**base, **values, **{a: v for a, v in merged.items() if v}}
+    chosen = algo or values.get("algo") or A3CConfig.algo
+    return name, {**{k: v for k, v in values.items() if k not in ALGOS}, **values.get(chosen, {})}
 
 
 def _family(env: str) -> str:
@@ -109,7 +130,8 @@ def config_for(
         base = saved_config(resume)
     else:
         env = env or overrides.get("env") or from_file.get("env") or A3CConfig.env
-        name, values = resolve_preset(env, preset)
+        algo = overrides.get("algo") or from_file.get("algo")
+        name, values = resolve_preset(env, preset, algo)
         base = {**values, "env": env, "preset": name}
     if env is not None:
         overrides["env"] = env

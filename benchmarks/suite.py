@@ -157,7 +157,7 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
                 f"{mean:.1f} after {t:.1f} s, {steps:,} steps; final {hold.final:.1f}",
                 flush=True,
             )
-    return cfg.preset, cfg.target_return, rows
+    return f"{cfg.preset} ({cfg.algo})", cfg.target_return, rows
 
 
 def returns_reached(run_dir) -> tuple[float, float]:

@@ -213,3 +213,19 @@ def test_bad_env_kwargs_are_one_line_and_exit_2(tmp_path, capsys, argv, message)
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not list(tmp_path.glob("*/config.json"))
+
+
+def test_a_preset_names_its_algorithm_and_keeps_each_algorithms_settings():
+    name, values = resolve_preset("Pendulum-v1")
+    assert name == "Pendulum-v1" and values["algo"] == "appo" and values["epochs"] == 10
+    assert values["gamma"] == 0.9  # the table's own settings go with either algorithm
+    _, a3c = resolve_preset("Pendulum-v1", algo="a3c")
+    assert a3c["gamma"] == 0.9 and "epochs" not in a3c and "n_steps" not in a3c
+    # --algo a3c on the command line: A3C with the settings measured for it.
+    cfg = config_for("Pendulum-v1", algo="a3c")
+    assert cfg.algo == "a3c" and cfg.n_steps == A3CConfig.n_steps and cfg.gamma == 0.9
+    assert config_for("Pendulum-v1").algo == "appo"
+    with pytest.raises(UsageError, match="'algo' cannot be set here"):
+        load_presets('["X-v0"]\nalgo = "a3c"\n["X-v0".appo]\nalgo = "a3c"\n')
+    with pytest.raises(UsageError, match="X-v0'.appo: unknown setting 'bogus'"):
+        load_presets('["X-v0"]\n["X-v0".appo]\nbogus = 1\n')

@@ -20,6 +20,7 @@ RANDOM_PENDULUM = -1200.0
 def pendulum(tmp_path_factory):
     cfg = config_for(
         "Pendulum-v1",
+        algo="a3c",  # the preset's choice is APPO (test_appo_learning); A3C's Gaussian here
         workers=2,
         total_steps=600_000,
         target_return=-250.0,

@@ -24,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+import types
 
 import gymnasium as gym
 import numpy as np
@@ -44,6 +45,7 @@ from suite import (  # noqa: E402  (benchmarks/suite.py: the same budgets and ta
     SUITE,
     TARGETS,
     by_return,
+    holding,
 )
 
 
@@ -169,6 +171,9 @@ class Solved(BaseCallback):
         self.at_milestone = float("nan")
         self.at_budget: tuple[float, int] | None = None  # (mean, steps) when the budget ran out
         self.until_milestone = False
+        # The 100-episode mean once a second, as a3c.train logs it: for the hold rate.
+        self.curve = types.SimpleNamespace(steps=[], values=[])
+        self.last_point = -math.inf
 
     def _on_step(self) -> bool:
         buf = self.model.ep_info_buffer
@@ -177,9 +182,14 @@ class Solved(BaseCallback):
             self.best, self.last = max(self.best, mean), mean
             if self.num_timesteps <= MILESTONE_STEPS:
                 self.at_milestone = mean
-            if mean >= self.threshold:
-                self.solved = (time.monotonic() - self.t0, self.num_timesteps)
-                return False
+            now = time.monotonic()
+            if now - self.last_point >= 1.0:
+                self.curve.steps.append(self.num_timesteps)
+                self.curve.values.append(mean)
+                self.last_point = now
+            if mean >= self.threshold and self.solved is None:
+                # Not the end: the run goes on to its budget, to see whether it holds.
+                self.solved = (now - self.t0, self.num_timesteps)
         if self.at_budget is None and time.monotonic() - self.t0 >= self.budget:
             self.at_budget = (self.last, self.num_timesteps)
         return self.at_budget is None or (
@@ -253,7 +263,7 @@ def main() -> None:
     lines = []
     for env in envs:
         budget = args.budget or SUITE.get(env, 300)
-        times, steps, bests, reached = [], [], [], []
+        times, steps, bests, reached, holds = [], [], [], [], []
         for seed in args.seeds:
             cb = run(args.algo, env, seed, budget, args.to_1m)
             if by_return(env):
@@ -271,9 +281,12 @@ def main() -> None:
             if cb.solved:
                 times.append(cb.solved[0])
                 steps.append(cb.solved[1])
+                hold = holding(cb.curve, cb.threshold, cb.solved[1])
+                holds.append(hold)
                 print(
                     f"  {env} seed {seed}: solved after {cb.solved[0]:.1f} s, "
-                    f"{cb.solved[1]:,} steps",
+                    f"{cb.solved[1]:,} steps; then {hold.hold_rate:.0%} of the means held it, "
+                    f"worst {hold.worst_after:.1f}, final {hold.final:.1f} after {budget:.0f} s",
                     flush=True,
                 )
             else:
@@ -289,15 +302,18 @@ def main() -> None:
             at_end = ", ".join(f"{r[1]:.0f} ({r[2] / 1e6:.2f}M)" for r in reached)
             lines.append(f"| {env} | {system} | at 1M steps: {at_steps} | at the end: {at_end} | |")
         elif len(times) == n:
+            rates, finals = [h.hold_rate for h in holds], [h.final for h in holds]
             lines.append(
                 f"| {env} | {system} | {n}/{n} | {statistics.median(times):.1f} s "
-                f"({min(times):.1f}-{max(times):.1f}) | {statistics.median(steps) / 1e3:,.0f}k |"
+                f"({min(times):.1f}-{max(times):.1f}) | {statistics.median(steps) / 1e3:,.0f}k "
+                f"| {statistics.median(rates):.0%} ({min(rates):.0%}-{max(rates):.0%}) "
+                f"| {statistics.median(finals):.1f} ({min(finals):.1f}-{max(finals):.1f}) |"
             )
         else:
             best = ", ".join(f"{b:.1f}" for b in bests)
             lines.append(f"| {env} | {system} | {len(times)}/{n} | best means: {best} | |")
-    print("\n| env | system | solved | wall time, median (range) | env steps |")
-    print("|---|---|---|---|---|")
+    print("\n| env | system | solved | wall time, median (range) | env steps | hold rate | final |")
+    print("|---|---|---|---|---|---|---|")
     print("\n".join(lines))
 
 

@@ -28,6 +28,7 @@ import time
 import tomllib
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from a3c.envs import make_env
@@ -98,15 +99,16 @@ class Holding:
 
 
 def holding(curve: Curve | None, threshold: float, solved_step: int | None) -> Holding:
-    """From the run's curve of 100-episode means: see :class:`Holding`."""
-    if curve is None:
+    """From a run's curve of 100-episode means (steps, values): see :class:`Holding`."""
+    if curve is None or len(curve.values) == 0:
         return Holding(None, None, math.nan)
-    final = float(curve.values[-1])
+    values = np.asarray(curve.values)
+    final = float(values[-1])
     if solved_step is None:
         return Holding(None, None, final)
-    after = curve.values[curve.steps >= solved_step]
+    after = values[np.asarray(curve.steps) >= solved_step]
     if after.size == 0:  # solved in the last second: only the final mean is after it
-        after = curve.values[-1:]
+        after = values[-1:]
     return Holding(float((after >= threshold).mean()), float(after.min()), final)
 
 

@@ -97,6 +97,19 @@ ZOO = {
         "MinAtar/Breakout-v1": (16, False, {"ent_coef": 0.01}),
     },
     "ppo": {
+        # RL-Zoo's PPO entry for LunarLander-v2 (v3 changed only bug fixes).
+        "LunarLander-v3": (
+            16,
+            False,
+            {
+                "n_steps": 1024,
+                "batch_size": 64,
+                "gae_lambda": 0.98,
+                "gamma": 0.999,
+                "n_epochs": 4,
+                "ent_coef": 0.01,
+            },
+        ),
         "Pendulum-v1": (
             4,
             False,

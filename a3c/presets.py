@@ -135,7 +135,13 @@ def config_for(
         base = {**values, "env": env, "preset": name}
     if env is not None:
         overrides["env"] = env
-    return A3CConfig(**{**base, **from_file, **overrides})
+    settings = {**base, **from_file, **overrides}
+    asked = {**from_file, **overrides}
+    if settings.get("policy") == "lstm" and "separate_networks" not in asked:
+        # The LSTM core sits on one shared trunk: a preset's separate nets (CartPole's)
+        # give way to a policy the user asked for, rather than refuse it.
+        settings.pop("separate_networks", None)
+    return A3CConfig(**settings)
 
 
 def saved_config(checkpoint: str | Path) -> dict[str, Any]:

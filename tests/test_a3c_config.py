@@ -229,3 +229,11 @@ def test_a_preset_names_its_algorithm_and_keeps_each_algorithms_settings():
         load_presets('["X-v0"]\nalgo = "a3c"\n["X-v0".appo]\nalgo = "a3c"\n')
     with pytest.raises(UsageError, match="X-v0'.appo: unknown setting 'bogus'"):
         load_presets('["X-v0"]\n["X-v0".appo]\nbogus = 1\n')
+
+
+def test_an_lstm_asked_for_overrides_a_presets_separate_networks():
+    assert config_for("CartPole-v1").separate_networks is True  # the preset's choice
+    assert config_for("CartPole-v1", policy="lstm").separate_networks is False
+    # Asked for both: the user's contradiction is refused at the model, in one line.
+    cfg = config_for("CartPole-v1", policy="lstm", separate_networks=True)
+    assert cfg.separate_networks is True

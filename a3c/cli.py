@@ -25,9 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="a3c.train",
         description="Train an actor-critic on a Gymnasium environment with "
-        "A3C: N worker processes update one shared model lock-free.",
+        "A3C or asynchronous PPO: N worker processes update one shared model lock-free.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # --n-step would silently be --n-steps
     )
     g = p.add_argument_group("presets and config files")
     g.add_argument(

@@ -155,7 +155,11 @@ def _main(args: argparse.Namespace) -> int:
     mode = "stochastic" if args.stochastic else "greedy"
     print(
         f"{env_id}: {mode} return {returns.mean():.2f} ± {returns.std():.2f} over "
-        f"{args.episodes} episodes (min {returns.min():.1f}, max {returns.max():.1f})"
+        + (
+            f"{args.episodes} episodes (min {returns.min():.1f}, max {returns.max():.1f})"
+            if args.episodes > 1
+            else "1 episode"
+        )
     )
     if capped:
         print(
@@ -174,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="a3c.evaluate",
         description="Roll out a saved A3C policy and report its mean return.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        allow_abbrev=False,
     )
     p.add_argument("checkpoint", help="a checkpoint written by a3c.train (best.pt, checkpoint.pt)")
     p.add_argument("--episodes", type=positive_int, default=10)

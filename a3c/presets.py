@@ -125,6 +125,7 @@ def config_for(
     preset, so it continues as it was; the file and keywords still apply over them.
     """
     from_file = read_config_file(config_file) if config_file is not None else {}
+    overrides = overrides_from_mapping(A3CConfig, overrides, "config_for")
     resume = overrides.get("resume") or from_file.get("resume")
     if resume:
         base = saved_config(resume)

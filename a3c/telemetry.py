@@ -153,7 +153,8 @@ def status_line(
     """The console's view: env steps against the budget, and how close to solved."""
     rate = (steps - start_steps) / max(elapsed, 1e-9)
     target = "" if cfg.target_return is None else f" / target {cfg.target_return:g}"
-    solved = f"mean return(100) {stats.mean_100:.1f}{target}, episodes {stats.episodes:,}"
+    mean = f"{stats.mean_100:.1f}" if stats.recent else "(no episode yet)"
+    solved = f"mean return(100) {mean}{target}, episodes {stats.episodes:,}"
     return Status(
         line=f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  {solved}  "
         f"elapsed {elapsed:.0f}s",

@@ -197,7 +197,15 @@ class A3CRun:
         ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
         saved = ModelSpec.from_dict(ckpt["model_spec"])
         if saved != self.spec:
-            raise UsageError(f"{path}: checkpoint is for {saved}, this run builds {self.spec}")
+            differs = ", ".join(
+                f"{f.name} {getattr(saved, f.name)!r} (this run: {getattr(self.spec, f.name)!r})"
+                for f in dataclasses.fields(saved)
+                if getattr(saved, f.name) != getattr(self.spec, f.name)
+            )
+            raise UsageError(
+                f"{path}: its policy does not fit this run's (checkpoint of "
+                f"{ckpt.get('env_id', 'an unknown env')}): {differs}"
+            )
         try:
             self.model.load_state_dict(ckpt["model"])
             self.optimizer.load_state_dict(ckpt["optimizer"])

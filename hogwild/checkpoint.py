@@ -169,6 +169,11 @@ def load_checkpoint(path: str | Path, required: tuple[str, ...] = ()) -> dict[st
     if not isinstance(obj, dict):
         raise UsageError(f"{path}: not a checkpoint of this project (a {type(obj).__name__})")
     missing = [k for k in required if k not in obj]
+    if missing and isinstance(obj.get("format"), str):  # another app's (hogwild-mnist)
+        raise UsageError(
+            f"{path}: a {obj['format']} checkpoint, not one this command reads "
+            f"(it lacks {', '.join(missing)})"
+        )
     if missing:
         raise UsageError(f"{path}: checkpoint lacks {', '.join(missing)}")
     return obj

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import math
 import os
 import tomllib
@@ -204,7 +205,9 @@ def overrides_from_mapping(cls: type, mapping: Mapping[str, Any], source: str) -
     out = {}
     for key, value in mapping.items():
         if key not in kinds:
-            raise UsageError(f"{source}: unknown setting {key!r}")
+            close = difflib.get_close_matches(key, kinds, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UsageError(f"{source}: unknown setting {key!r}{hint}")
         kind, optional = kinds[key]
         out[key] = _coerce(kind, optional, value, f"{source}: {key}")
     return out

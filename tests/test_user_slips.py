@@ -1,0 +1,78 @@
+"""Slips a careful user makes, each answered in one clear line (issue 22's small things)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from a3c.config import A3CConfig
+from a3c.evaluate import main as evaluate_main
+from a3c.presets import config_for, read_config_file
+from a3c.telemetry import RunStats, status_line
+from a3c.train import main as train_main
+from a3c.train import train
+from hogwild.errors import UsageError
+
+
+def test_an_abbreviated_flag_is_refused_not_guessed(capsys):
+    with pytest.raises(SystemExit) as e:
+        train_main(["--n-step", "5"])
+    assert e.value.code == 2
+    assert "unrecognized arguments: --n-step" in capsys.readouterr().err
+
+
+def test_a_config_key_typo_gets_a_suggestion(tmp_path):
+    path = tmp_path / "my.toml"
+    path.write_text("entropy_cof = 0.01\n")
+    with pytest.raises(
+        UsageError, match="unknown setting 'entropy_cof'; did you mean 'entropy_coef'"
+    ):
+        read_config_file(path)
+
+
+def test_config_for_refuses_an_unknown_keyword_as_a_usage_error():
+    with pytest.raises(UsageError, match="unknown setting 'bogus'"):
+        config_for("CartPole-v1", bogus=1)
+    with pytest.raises(UsageError, match="lr"):
+        config_for("CartPole-v1", lr="fast")
+
+
+def test_the_console_says_no_episode_yet_instead_of_nan():
+    line = status_line(A3CConfig(), RunStats(), 0, 1.0, 0).line
+    assert "nan" not in line and "(no episode yet)" in line
+
+
+def test_one_episode_is_one_episode(tmp_path, capsys):
+    r = train(A3CConfig(workers=1, total_steps=400, eval_interval=0.0, logdir=str(tmp_path)))
+    assert evaluate_main([str(r.run_dir / "checkpoint.pt"), "--episodes", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "over 1 episode" in out and "episodes" not in out.split("over")[1]
+
+
+def test_resume_with_another_env_names_what_differs(tmp_path, capsys):
+    r = train(A3CConfig(workers=1, total_steps=400, eval_interval=0.0, logdir=str(tmp_path)))
+    capsys.readouterr()
+    code = train_main(
+        [
+            "--resume",
+            str(r.run_dir / "checkpoint.pt"),
+            "--env",
+            "Acrobot-v1",
+            "--logdir",
+            str(tmp_path),
+        ]
+    )
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert "checkpoint of CartPole-v1" in err and "obs_shape (4,) (this run: (6,))" in err
+    assert "ModelSpec(" not in err and len(err) < 400, err
+
+
+def test_another_apps_checkpoint_says_what_it_is(tmp_path, capsys):
+    path = tmp_path / "mnist.pt"
+    torch.save({"format": "hogwild-mnist", "model": {}, "epoch": 1}, path)
+    assert evaluate_main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "a hogwild-mnist checkpoint, not one this command reads" in err
+    assert train_main(["--resume", str(path), "--logdir", str(tmp_path)]) == 2
+    assert "a hogwild-mnist checkpoint" in capsys.readouterr().err

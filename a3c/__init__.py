@@ -55,7 +55,7 @@ def evaluate(
     raises :class:`hogwild.errors.UsageError` with a one-line message.
     """
     from a3c.evaluate import load_policy
-    from a3c.evaluation import run_episodes
+    from a3c.evaluation import play_episodes
 
     if episodes < 1:
         from hogwild.errors import UsageError
@@ -66,7 +66,10 @@ def evaluate(
         import torch
 
         torch.manual_seed(seed)
-    return run_episodes(model, env_id, episodes, seed, greedy=not stochastic, env_kwargs=env_kwargs)
+    played = play_episodes(
+        model, env_id, episodes, seed, greedy=not stochastic, env_kwargs=env_kwargs
+    )
+    return played.returns
 
 
 def __getattr__(name: str) -> Any:

@@ -95,35 +95,6 @@ def play_episodes(
     return Episodes(returns, lengths, capped)
 
 
-def run_episodes(
-    model: ActorCritic,
-    env_id: str,
-    episodes: int,
-    seed: int,
-    *,
-    greedy: bool = True,
-    device: torch.device | str = "cpu",
-    env: gym.Env | None = None,
-    env_kwargs: Mapping[str, Any] | None = None,
-    max_steps: int | None = None,
-) -> np.ndarray:
-    """Returns of ``episodes`` full episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``,
-    or on a fresh ``make_env(env_id, scoring=True, **env_kwargs)``; each is cut at
-    ``max_steps`` agent steps (see :func:`episode_cap`). :func:`play_episodes` also says
-    which were cut."""
-    return play_episodes(
-        model,
-        env_id,
-        episodes,
-        seed,
-        greedy=greedy,
-        device=device,
-        env=env,
-        env_kwargs=env_kwargs,
-        max_steps=max_steps,
-    ).returns
-
-
 def build_model(spec: dict) -> ActorCritic:
     """Module-level, so a spawned evaluator can rebuild the model from a plain dict."""
     return ModelSpec.from_dict(spec).build()

@@ -34,6 +34,11 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     assert resolve_preset("Acrobot-v1")[0] == "Acrobot-v1"
     assert resolve_preset("Taxi-v3")[0] == "default"
     assert resolve_preset("Acrobot-v1", "none") == (None, {})
+    # Every table names its algorithm or leaves A3C, the default; each choice is measured
+    # side by side (docs/benchmarks.md).
+    chosen = {env: resolve_preset(env)[1].get("algo", "a3c") for env in presets}
+    assert chosen["Pendulum-v1"] == chosen["LunarLander-v3"] == "appo"
+    assert chosen["CartPole-v1"] == "a3c"
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

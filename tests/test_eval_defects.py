@@ -29,7 +29,6 @@ from a3c.evaluation import (
     DEFAULT_EVAL_MAX_STEPS,
     episode_cap,
     play_episodes,
-    run_episodes,
     score_greedy,
 )
 from a3c.policy import ModelSpec
@@ -256,7 +255,7 @@ def test_fire_after_a_life_loss_adds_its_reward_and_leaves_game_over_alone():
 
 def test_a_recurrent_state_starts_afresh_after_a_lost_life():
     model = StateRecorder()
-    returns = run_episodes(model, "", 1, seed=0, env=LifeLossGame())
+    returns = play_episodes(model, "", 1, seed=0, env=LifeLossGame()).returns
     assert returns[0] == 6.0
     assert model.seen == [0, 1, 2, 0, 1, 2]
 
@@ -272,7 +271,7 @@ def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
     assert metrics["mean_return"] == CAP and metrics["std_return"] == 0
     assert "2 of 2 episodes cut at 40 agent steps" in caplog.text
 
-    returns = run_episodes(model, ENDLESS_ID, 1, seed=0, max_steps=CAP)
+    returns = play_episodes(model, ENDLESS_ID, 1, seed=0, max_steps=CAP).returns
     assert returns.tolist() == [CAP]
 
 

@@ -15,7 +15,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["RETURN_CLIP", "ReturnScaler", "RunningMeanStd", "merge_rows"]
+__all__ = [
+    "RETURN_CLIP",
+    "ReturnScaler",
+    "RunningMeanStd",
+    "mean_std_of",
+    "mean_var_of",
+    "merge_rows",
+]
 
 #: Scaled rewards are clipped to +-RETURN_CLIP (as VecNormalize and NormalizeReward).
 RETURN_CLIP = 10.0
@@ -73,16 +80,11 @@ class RunningMeanStd:
 
     def mean_var(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, variance)`` in float64; ``(0, 1)`` before any sample."""
-        m = _merge(self.rows.numpy().copy())
-        n, d = float(m[0]), self.dim
-        if n == 0:
-            return torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)
-        return torch.from_numpy(m[1 : 1 + d]), torch.from_numpy(m[1 + d :] / n)
+        return mean_var_of(_merge(self.rows.numpy().copy()))
 
     def mean_std(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(mean, sqrt(variance + eps))``: what observations are normalised with."""
-        mean, var = self.mean_var()
-        return mean, (var + EPS).sqrt()
+        return mean_std_of(self.merged())
 
     def load(self, merged: torch.Tensor, remote: bool = False) -> None:
         """Start from saved statistics (a resumed run): they become row 0, the rest empty;
@@ -98,6 +100,22 @@ class RunningMeanStd:
     def state(self) -> torch.Tensor:
         """What a checkpoint keeps: the merged row."""
         return self.merged()
+
+
+def mean_var_of(merged: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, variance)`` of one merged ``[count, mean, M2]`` row; ``(0, 1)`` if empty."""
+    m = torch.as_tensor(merged, dtype=torch.float64)
+    d = (m.numel() - 1) // 2
+    n = float(m[0])
+    if n == 0:
+        return torch.zeros(d, dtype=torch.float64), torch.ones(d, dtype=torch.float64)
+    return m[1 : 1 + d], m[1 + d :] / n
+
+
+def mean_std_of(merged: torch.Tensor | np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(mean, sqrt(variance + eps))`` of a merged row (a saved ``state()``, say)."""
+    mean, var = mean_var_of(merged)
+    return mean, (var + EPS).sqrt()
 
 
 def merge_rows(rows: torch.Tensor) -> torch.Tensor:

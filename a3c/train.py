@@ -29,7 +29,7 @@ from a3c.config import A3CConfig
 from a3c.envs import env_spaces
 from a3c.envs.spaces import EnvSpaces
 from a3c.evaluation import build_model, score_greedy
-from a3c.normalize import RunningMeanStd
+from a3c.normalize import RunningMeanStd, mean_std_of
 from a3c.policy import ModelSpec
 from a3c.telemetry import STAT, RunStats, status_line, telemetry_layout, write_logs
 from a3c.worker import run_worker
@@ -369,10 +369,14 @@ class A3CRun:
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
-        if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
-            self.flat, self.global_steps, self._current_buffers(), keep=self._run_state()
-        ):
-            self.last_eval = now
+        if now - self.last_eval >= self.cfg.eval_interval:
+            # One read of the statistics for both: the scored model normalises with
+            # exactly those that best.pt would keep (workers go on adding samples).
+            kept = self._run_state()
+            if self.evaluator.offer(
+                self.flat, self.global_steps, self._current_buffers(kept), keep=kept
+            ):
+                self.last_eval = now
         return reason
 
     def _track_best_100(self, now: float) -> bool:
@@ -449,10 +453,12 @@ class A3CRun:
             rms.set_remote([g[offset : offset + n] for g in others])
             offset += n
 
-    def _current_buffers(self) -> torch.Tensor:
-        """The model's buffers (observation mean/std) as the workers now compute them."""
+    def _current_buffers(self, state: dict[str, Any] | None = None) -> torch.Tensor:
+        """The model's buffers (observation mean/std) as the workers now compute them, or
+        from the statistics of a checkpoint ``state``."""
         if self.obs_rms is not None:
-            self.model.set_obs_stats(*self.obs_rms.mean_std())
+            stats = self.obs_rms.mean_std() if state is None else mean_std_of(state["obs_rms"])
+            self.model.set_obs_stats(*stats)
         return self.buffers
 
     def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
@@ -460,8 +466,9 @@ class A3CRun:
         with what was kept when it was offered (optimizer, statistics, steps, history)."""
         if snapshot is None:
             self._count_steps()
-            self._current_buffers()
-            return {"model": self.model.state_dict(), **self._run_state(), **extra}
+            state = self._run_state()
+            self._current_buffers(state)  # the statistics saved beside it, read once
+            return {"model": self.model.state_dict(), **state, **extra}
         model = self.spec.build()
         flatten_parameters(model).copy_(snapshot["params"])
         if "buffers" in snapshot:

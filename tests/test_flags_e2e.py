@@ -391,7 +391,8 @@ def test_mnist_target_accuracy_stops_after_the_first_epoch_reaching_it(mnist_dir
 
 def test_mnist_lr_decay_scales_each_epochs_learning_rate(mnist_dir, tmp_path, capsys):
     """A decay of 1e-6 leaves epoch 2 a rate too small to move the model: its test loss is
-    epoch 1's, though epoch 1 moved it from ~2.3 (chance) far down."""
+    epoch 1's, though epoch 1 moved it well away from chance (~2.30): far down as a rule,
+    or up (2.72, seen once in CI: 20 Hogwild batches at lr 0.05 can overshoot)."""
     lr, gamma = 0.05, 1e-6
     argv = ["--epochs", "2", "--max-batches-per-epoch", "20", "--lr", str(lr)]
     assert mnist(mnist_dir, tmp_path, *argv, "--lr-decay", str(gamma)) == 0
@@ -400,5 +401,5 @@ def test_mnist_lr_decay_scales_each_epochs_learning_rate(mnist_dir, tmp_path, ca
     logged = [v for _, v in values["train/lr"]]
     assert logged == pytest.approx([lr, lr * gamma], rel=1e-6)
     loss = [v for _, v in values["test/loss"]]
-    assert len(loss) == 2 and loss[0] < 1.5, loss
+    assert len(loss) == 2 and abs(loss[0] - math.log(10)) > 0.1, loss
     assert abs(loss[1] - loss[0]) < 1e-3, loss

@@ -75,14 +75,6 @@ def _assign_views(params: list[nn.Parameter], flat: torch.Tensor, grad: bool) ->
         raise ValueError(f"flat tensor has {flat.numel()} elements, parameters {offset}")
 
 
-def offset_of(param: torch.Tensor, flat: torch.Tensor) -> int:
-    """Where ``param`` (a view made by :func:`flatten_parameters`) starts in ``flat``."""
-    offset, rem = divmod(param.data_ptr() - flat.data_ptr(), flat.element_size())
-    if rem or not 0 <= offset <= flat.numel() - param.numel():
-        raise ValueError("parameter is not a view into this flat tensor")
-    return offset
-
-
 def clip_grad_norm_(grad: torch.Tensor, max_norm: float) -> float:
     """Scale a flat gradient in place to global norm ``max_norm`` at most; return its norm.
 

@@ -222,10 +222,13 @@ class A3CRun:
                 raise UsageError(f"{path}: bad {name}: {e}") from None
             statistics[name] = ckpt[name]
         self.elapsed_before = float(ckpt.get("wall_time", 0.0))
-        if "history" in ckpt:
-            self.history = RunHistory.from_state(ckpt["history"])
-        if "rng" in ckpt:
-            set_rng_state(ckpt["rng"])
+        try:
+            if "history" in ckpt:
+                self.history = RunHistory.from_state(ckpt["history"])
+            if "rng" in ckpt:
+                set_rng_state(ckpt["rng"])
+        except (TypeError, ValueError, KeyError, RuntimeError) as e:
+            raise UsageError(f"{path}: bad run history or random state ({e})") from None
         run_dir = Path(path).parent
         self.history.best_eval = max(self.history.best_eval, _saved_best_eval(run_dir / "best.pt"))
         return run_dir, statistics
@@ -369,15 +372,19 @@ class A3CRun:
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
-        if now - self.last_eval >= self.cfg.eval_interval:
-            # One read of the statistics for both: the scored model normalises with
-            # exactly those that best.pt would keep (workers go on adding samples).
-            kept = self._run_state()
-            if self.evaluator.offer(
-                self.flat, self.global_steps, self._current_buffers(kept), keep=kept
-            ):
-                self.last_eval = now
+        if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
+            self.flat, self.global_steps, self.buffers, keep=self._offered_state
+        ):
+            self.last_eval = now
         return reason
+
+    def _offered_state(self) -> dict[str, Any]:
+        """What ``best.pt`` keeps beside an offered snapshot (copied only when the evaluator
+        takes one: a busy evaluator costs no optimizer copy per tick). One read of the
+        statistics for both: the scored model normalises with exactly those it keeps."""
+        state = self._run_state()
+        self._set_obs_stats(state)
+        return state
 
     def _track_best_100(self, now: float) -> bool:
         """Note a new best 100-episode mean; whether the window is full."""
@@ -453,13 +460,11 @@ class A3CRun:
             rms.set_remote([g[offset : offset + n] for g in others])
             offset += n
 
-    def _current_buffers(self, state: dict[str, Any] | None = None) -> torch.Tensor:
-        """The model's buffers (observation mean/std) as the workers now compute them, or
-        from the statistics of a checkpoint ``state``."""
+    def _set_obs_stats(self, state: dict[str, Any]) -> None:
+        """The model's buffers (observation mean/std) from a checkpoint ``state``'s
+        statistics, so the two always agree."""
         if self.obs_rms is not None:
-            stats = self.obs_rms.mean_std() if state is None else mean_std_of(state["obs_rms"])
-            self.model.set_obs_stats(*stats)
-        return self.buffers
+            self.model.set_obs_stats(*mean_std_of(state["obs_rms"]))
 
     def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
         """What a checkpoint holds: the live model and run, or an evaluated ``snapshot``
@@ -467,7 +472,7 @@ class A3CRun:
         if snapshot is None:
             self._count_steps()
             state = self._run_state()
-            self._current_buffers(state)  # the statistics saved beside it, read once
+            self._set_obs_stats(state)  # the statistics saved beside it, read once
             return {"model": self.model.state_dict(), **state, **extra}
         model = self.spec.build()
         flatten_parameters(model).copy_(snapshot["params"])

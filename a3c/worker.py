@@ -80,6 +80,12 @@ def run_worker(
     telemetry.send()
 
 
+#: Where each step's figures go in the telemetry stats: a loss's, then grad norm and lr.
+A3C_SLOTS = np.array([STAT[n] for n in (*LOSS_STATS, "grad_norm", "lr")])
+PPO_SLOTS = np.array([STAT[n] for n in (*PPO_STATS, "explained_variance", "grad_norm", "lr")])
+KL = PPO_STATS.index("approx_kl")
+
+
 class Learner:
     """A worker's side of learning: turns each rollout into lock-free steps of the shared
     optimizer (one for A3C, ``epochs x minibatches`` for APPO) and sums their figures
@@ -98,15 +104,19 @@ class Learner:
         self.cfg, self.model, self.local, self.shared = cfg, model, local, shared
         self.optimizer, self.rank, self.stats = optimizer, rank, stats
         self.grad = attach_flat_grad(model, local)
+        self.settings = loss_settings(cfg)  # rebuilt per rollout only if the entropy decays
         self.nonfinite_in_row = 0
 
     def learn(self, rollout: Rollout, steps: int) -> None:
         cfg = self.cfg
-        lr = _decayed(cfg.lr, 0.0 if cfg.lr_schedule == "linear" else None, steps, cfg)
+        lr = _learning_rate(cfg, steps)
         entropy_coef = _decayed(cfg.entropy_coef, cfg.entropy_coef_final, steps, cfg)
         if cfg.algo == "a3c":
-            loss, figures = a3c_loss(self.model, rollout, loss_settings(cfg, entropy_coef))
-            self._step(loss, lr, dict(zip(LOSS_STATS, figures.tolist(), strict=True)))
+            settings = self.settings
+            if cfg.entropy_coef_final is not None:
+                settings = loss_settings(cfg, entropy_coef)
+            loss, figures = a3c_loss(self.model, rollout, settings)
+            self._step(loss, lr, A3C_SLOTS, figures.tolist())
             return
         b = behaviour(self.model, rollout, cfg.gamma, cfg.gae_lambda)
         settings = ppo_settings(cfg, entropy_coef, steps)
@@ -115,14 +125,15 @@ class Learner:
             for idx in minibatches(T, K, cfg.minibatches, rollout.state is not None):
                 self.local.copy_(self.shared)
                 loss, figures = ppo_loss(self.model, rollout, b, idx, settings)
-                named = dict(zip(PPO_STATS, figures.tolist(), strict=True))
-                if cfg.target_kl is not None and named["approx_kl"] > KL_STOP * cfg.target_kl:
+                values = figures.tolist()
+                if cfg.target_kl is not None and values[KL] > KL_STOP * cfg.target_kl:
                     self.stats[STAT["kl_stops"]] += 1
                     return
-                self._step(loss, lr, {**named, "explained_variance": b.explained_variance})
+                self._step(loss, lr, PPO_SLOTS, [*values, b.explained_variance])
 
-    def _step(self, loss: torch.Tensor, lr: float, figures: dict[str, float]) -> None:
-        """One lock-free step with exactly this loss's gradient, unless it is not finite."""
+    def _step(self, loss: torch.Tensor, lr: float, slots: np.ndarray, figures: list) -> None:
+        """One lock-free step with exactly this loss's gradient, unless it is not finite;
+        ``figures`` (then the grad norm and lr) are summed into ``stats[slots]``."""
         self.grad.zero_()
         loss.backward()
         grad_norm = clip_grad_norm_(self.grad, self.cfg.max_grad_norm)
@@ -132,8 +143,7 @@ class Learner:
             self.nonfinite_in_row = 0
             self.optimizer.step(self.grad, self.rank, lr)
             stats[STAT["updates"]] += 1
-            for name, value in {**figures, "grad_norm": grad_norm, "lr": lr}.items():
-                stats[STAT[name]] += value
+            stats[slots] += (*figures, grad_norm, lr)
             return
         self.nonfinite_in_row += 1
         stats[STAT["skipped"]] += 1

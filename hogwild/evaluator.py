@@ -156,16 +156,18 @@ class Evaluator:
         params: torch.Tensor,
         step: int,
         buffers: torch.Tensor | None = None,
-        keep: Any = None,
+        keep: Callable[[], Any] | None = None,
     ) -> bool:
         """Send a snapshot if the evaluator has a free slot; never blocks training.
 
-        ``keep`` (e.g. the statistics that go with these parameters) comes back with the
-        snapshot's score, under the snapshot's ``kept`` key, and is never sent.
+        ``keep()`` (e.g. the statistics that go with these parameters) is called only when
+        a slot was free, before anything is copied (so it may fill ``buffers``); what it
+        returns comes back with the snapshot's score, under ``kept``, and is never sent.
         """
         with self.pool.producer(0).try_message() as msg:
             if msg is None:
                 return False
+            kept = keep() if keep is not None else None
             self._seq += 1
             msg["params"].copy_(params)
             msg["step"].fill_(step)
@@ -175,7 +177,7 @@ class Evaluator:
             # Keep exactly what is sent (not the live vector, which workers keep writing),
             # so the caller can checkpoint the parameters behind a score.
             snapshot: Snapshot = {k: msg[k].clone() for k in ("params", "buffers") if k in msg}
-            self.snapshots[self._seq] = {**snapshot, "step": step, "kept": keep}
+            self.snapshots[self._seq] = {**snapshot, "step": step, "kept": kept}
         while len(self.snapshots) > self.pool.slots + 2:
             self.snapshots.pop(next(iter(self.snapshots)))
         return True

@@ -496,7 +496,7 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
     params.copy_(torch.randn(params.numel()))
     buffers.copy_(torch.arange(8.0))
     offered = {"params": params.clone(), "buffers": buffers.clone()}
-    assert ev.offer(params, 7, buffers, keep={"note": "kept"}) is True
+    assert ev.offer(params, 7, buffers, keep=lambda: {"note": "kept"}) is True
     # The live vectors go on changing (workers keep writing them) before any score.
     params.add_(1000.0)
     buffers.mul_(-1.0)
@@ -525,8 +525,15 @@ def test_evaluator_snapshot_history_is_bounded():
     ev = Evaluator(build_probe_with_buffers, score_probe_buffers, 10, buffers_numel=8, device="cpu")
     try:
         # Never started: every offer beyond the free slots is refused, nothing is kept.
-        sent = [ev.offer(torch.full((10,), float(i)), i, torch.zeros(8)) for i in range(4)]
+        called: list[int] = []
+        sent = [
+            ev.offer(
+                torch.full((10,), float(i)), i, torch.zeros(8), keep=lambda i=i: called.append(i)
+            )
+            for i in range(4)
+        ]
         assert sent == [True, True, False, False]
+        assert called == [0, 1]  # what is kept is made only for a snapshot that is sent
         assert [s["step"] for s in ev.snapshots.values()] == [0, 1]
         assert list(ev.snapshots.values())[1]["params"].tolist() == [1.0] * 10
         assert not list(ev.snapshots.values())[0]["buffers"].any()
@@ -541,8 +548,8 @@ def test_two_offers_at_one_step_each_meet_their_own_score(evaluator):
     params, buffers = flatten_parameters(model), flatten_buffers(model)
     ev = evaluator(params.numel(), buffers.numel())
     first, second = torch.randn(params.numel()), torch.randn(params.numel())
-    assert ev.offer(first, 5, buffers, keep="first") is True
-    assert ev.offer(second, 5, buffers, keep="second") is True
+    assert ev.offer(first, 5, buffers, keep=lambda: "first") is True
+    assert ev.offer(second, 5, buffers, keep=lambda: "second") is True
     ev.start()
     scores: list = []
     deadline = time.monotonic() + 60

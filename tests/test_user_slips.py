@@ -76,3 +76,17 @@ def test_another_apps_checkpoint_says_what_it_is(tmp_path, capsys):
     assert "a hogwild-mnist checkpoint, not one this command reads" in err
     assert train_main(["--resume", str(path), "--logdir", str(tmp_path)]) == 2
     assert "a hogwild-mnist checkpoint" in capsys.readouterr().err
+
+
+def test_a_damaged_history_in_a_checkpoint_is_one_line(tmp_path, capsys):
+    r = train(A3CConfig(workers=1, total_steps=400, eval_interval=0.0, logdir=str(tmp_path)))
+    ckpt = torch.load(r.run_dir / "checkpoint.pt", weights_only=True)
+    ckpt["history"] = {"best_100": 3}  # not a (mean, seconds, steps) triple
+    ckpt["rng"] = {"torch": torch.zeros(3, dtype=torch.uint8)}
+    bad = tmp_path / "bad" / "checkpoint.pt"
+    bad.parent.mkdir()
+    torch.save(ckpt, bad)
+    capsys.readouterr()
+    assert train_main(["--resume", str(bad), "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "bad run history or random state" in err and len(err.splitlines()) == 1, err

@@ -54,7 +54,12 @@ def test_two_workers_learn_cartpole(trained):
     # A random policy lasts ~22 steps; learning is fast enough to lift even the first
     # 0.05-s window above that, but not near the 150+ asserted below.
     assert returns[0][1] < 100, "a random CartPole policy lasts ~20 steps"
-    assert result.mean_return_100 > 150, f"mean return only {result.mean_return_100:.1f}"
+    assert result.best_mean_100 is not None, "not even 100 episodes"
+    best_mean, _, _ = result.best_mean_100
+    assert best_mean > 400, f"best 100-episode mean only {best_mean:.1f}"
+    # Plain A3C need not hold what it learned (issue 19 measured it; APPO is the fix): a CI
+    # run fell from 500 to 65 late and ended at 138. The end must still be well past random.
+    assert result.mean_return_100 > 50, f"mean return only {result.mean_return_100:.1f}"
     tags = EventAccumulator(str(result.run_dir)).Reload().Tags()["scalars"]
     for tag in (
         "losses/policy_loss",

@@ -166,7 +166,8 @@ def test_lstm_policy_is_evaluated_then_resumes_past_its_saved_steps(tmp_path, ca
     assert values.get("eval/mean_return"), sorted(values)
     best = load_checkpoint(run / "best.pt")
     assert best["model_spec"]["lstm"] == 32
-    assert best["eval_mean_return"] == values["eval/mean_return"][0][1]
+    # A second evaluation may land before the run stops; best.pt holds the best one.
+    assert best["eval_mean_return"] == max(v for _, v in values["eval/mean_return"])
     assert evaluate_main([str(run / "best.pt"), "--episodes", "2"]) == 0
     assert "CartPole-v1: greedy return" in capsys.readouterr().out
 

@@ -14,9 +14,10 @@ import numpy as np
 import torch
 
 from a3c.config import A3CConfig
+from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
-from hogwild.rundir import RunDir, Status
+from hogwild.rundir import RunDir
 
 #: Per-message scalars, summed over the updates a message covers.
 STATS = (

@@ -35,13 +35,13 @@ from a3c.telemetry import STAT, RunStats, status_line, telemetry_layout, write_l
 from a3c.worker import run_worker
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import run_cli
+from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.flat import flatten_buffers, flatten_parameters
 from hogwild.optim import OPTIMIZERS
 from hogwild.procs import FailurePolicy, WorkerGroup
 from hogwild.run import Generation, RunEnd, RunLoop
-from hogwild.rundir import Progress
 
 log = logging.getLogger("a3c.train")
 

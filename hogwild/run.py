@@ -30,10 +30,11 @@ import torch.multiprocessing as mp
 
 from hogwild.checkpoint import save_checkpoint_or_warn
 from hogwild.config import EngineConfig
+from hogwild.console import Progress
 from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerFailure, WorkerGroup
-from hogwild.rundir import Progress, RunDir
+from hogwild.rundir import RunDir
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervise import Supervisor
 

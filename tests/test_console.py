@@ -10,7 +10,7 @@ import pytest
 
 from a3c.train import main as train_main
 from hogwild.cli import setup_logging
-from hogwild.rundir import Progress, Status
+from hogwild.console import Progress, Status
 
 
 class Terminal(io.StringIO):

@@ -6,9 +6,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import io
-import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -300,77 +298,6 @@ def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(mnist_dir, t
 
 
 # ------------------------------------------------------------------------ Python API
-
-
-def readme_block(section: str) -> str:
-    """The first ```python block after "From Python:" in the README's ``section``."""
-    text = (REPO / "README.md").read_text()
-    start = text.index(f"\n## {section}\n")
-    block = re.search(r"From Python:\n\n```python\n(.*?)```", text[start:], re.S)
-    assert block is not None, f"no From Python block in README section {section}"
-    return block.group(1)
-
-
-def script_from_readme(section: str, call: str, settings: str, folder: Path) -> Path:
-    """The README's example as a file, with ``settings`` added to ``call`` to keep it short."""
-    code = readme_block(section)
-    assert code.count(call) == 1, f"README example no longer contains {call!r}"
-    assert 'if __name__ == "__main__":' in code
-    script = folder / "example.py"
-    script.write_text(code.replace(call, call[:-1] + ", " + settings + ")"))
-    return script
-
-
-@pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
-    script = script_from_readme(
-        "A3C",
-        'config_for("Acrobot-v1", workers=2)',
-        f'total_steps=20_000, eval_interval=0, start_method="{start_method}"',
-        tmp_path,
-    )
-    proc = run([str(script)], cwd=tmp_path, timeout=180)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    result = re.search(
-        r"^exit 0: (\d+) env steps in ([\d.]+) s, mean return (\S+), solved at (.+)$",
-        proc.stdout,
-        re.M,
-    )
-    assert result is not None, proc.stdout
-    steps, wall, mean, solved = result.groups()
-    assert int(steps) >= 20_000 or solved != "None"
-    # Acrobot pays -1 a step for up to 500 steps: a random policy scores about -500, the
-    # preset solves it (-100) in 11-17k steps. -300 shows learning with room to spare.
-    assert float(wall) > 0 and -300 < float(mean) <= 0
-    returns = re.search(r"^greedy returns: \[(.*)\]$", proc.stdout, re.M)
-    assert returns is not None, proc.stdout
-    values = [float(v) for v in returns.group(1).split(",")]
-    assert len(values) == 5 and all(-500 <= v <= 0 for v in values)
-    # Greedy play of a solved policy scores about -90, but one episode in dozens gets
-    # stuck (-500): the median must show learning, not each episode.
-    assert sorted(values)[2] > -300, values
-    (run_dir,) = (tmp_path / "runs").iterdir()  # the default logdir, relative to the cwd
-    config = json.loads((run_dir / "config.json").read_text())
-    assert config["start_method"] == start_method and config["preset"] == "Acrobot-v1"
-    assert config["workers"] == 2 and config["total_steps"] == 20_000
-
-
-def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):
-    script = script_from_readme(
-        "Hogwild! MNIST",
-        "MnistConfig(workers=2, epochs=1)",
-        "max_batches_per_epoch=40, download=False",
-        tmp_path,
-    )
-    proc = run([str(script)], cwd=tmp_path, timeout=120, HOGWILD_DATA=str(mnist_dir))
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = re.search(
-        r"^exit 0: test accuracy ([\d.]+)% after 1 epoch\(s\), checkpoint (.+)$", proc.stdout, re.M
-    )
-    assert found is not None, proc.stdout
-    assert float(found.group(1)) > 60.0  # 2 x 40 batches of 64 already learn a lot
-    ckpt = load_checkpoint(tmp_path / found.group(2))
-    assert ckpt["epoch"] == 1 and ckpt["samples"] == 2 * 40 * 64
 
 
 def test_import_a3c_is_light_and_names_stay_functions():

@@ -158,10 +158,8 @@ class ActorCritic(nn.Module):
     the trunk, 0.01 for the policy head (so the initial policy is near uniform, or a
     Gaussian's mean near 0) and 1.0 for the value head.
 
-    The default trunk activation is tanh: in a quick single-process A2C check on
-    CartPole-v1 (8 envs, 5-step returns, Adam 7e-4, 128x128) tanh reached a mean return
-    of 475 in 96k-130k env steps (6/6 seeds), ReLU in 255k-290k (2 of 3 seeds; 0 of 3 at
-    lr 3e-4 within 300k).
+    The default trunk activation is tanh: ReLU needed twice the steps on CartPole
+    (docs/tuning.md).
 
     Shared (``separate=False``): parameters live in ``trunk`` (a list of ``Linear``) and
     ``head``, a single ``Linear(hidden[-1], n + 1)`` whose first ``n`` output rows feed

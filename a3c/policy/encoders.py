@@ -17,11 +17,7 @@ Every layer is followed by a ReLU, the output (``out_features`` wide) included.
 Initialisation as CleanRL: orthogonal weights with gain sqrt(2), zero biases.
 :func:`conv_encoder` picks one by name, ``"auto"`` by image size.
 
-Timings of ``A3CConv`` on ``uint8`` 4x84x84 (``torch.set_num_threads(1)``, torch 2.13
-CPU, the project's 2-core dev machine while other jobs ran (load ~3), median / best of
-300 resp. 60 runs, 3 repeats): batch-8 forward under ``no_grad`` 0.80-0.87 / 0.76 ms;
-batch-40 forward + backward (through a 7-way linear head) 20-24 / 11.7-15 ms.
-NatureConv: 2.0 / 1.8 ms and 46 / 33 ms; SmallConv on 4x10x10: 0.10 ms and 0.8 ms.
+What each costs per batch: ``python benchmarks/costs.py`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -9,14 +9,10 @@ from typing import Any
 
 from torch import nn
 
-from hogwild.checkpoint import (
-    check_file_writable,
-    check_writable,
-    load_checkpoint,
-    save_checkpoint_or_warn,
-)
+from hogwild.checkpoint import load_checkpoint, save_checkpoint_or_warn
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
+from hogwild.files import check_file_writable, check_writable
 from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.rundir import config_dict
 

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, BinaryIO
 import numpy as np
 import torch
 
-from hogwild.checkpoint import check_writable, make_dirs, os_reason
 from hogwild.errors import UsageError
+from hogwild.files import check_writable, make_dirs, os_reason
 
 if TYPE_CHECKING:
     from hogwild.mnist.config import MnistConfig

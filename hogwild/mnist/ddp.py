@@ -34,6 +34,7 @@ from torch.multiprocessing.spawn import (
     ProcessRaisedException,
 )
 
+from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.mnist.checkpoints import check_output_paths, load_resume
@@ -43,7 +44,6 @@ from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main
 from hogwild.mnist.model import build_model
 from hogwild.mnist.report import MnistResult
 from hogwild.procs import StopFlag
-from hogwild.rundir import Progress
 from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)

@@ -15,14 +15,38 @@ from multiprocessing.connection import wait
 from typing import Any
 
 import torch
+from torch import nn
 
 from hogwild.evaluator import Evaluator
 from hogwild.mnist.config import MnistConfig
-from hogwild.mnist.model import build_model, score_test_set
+from hogwild.mnist.data import load_test_set
+from hogwild.mnist.model import build_model, evaluate
 from hogwild.mnist.report import record_milestones
 from hogwild.procs import WorkerFailure
 
 log = logging.getLogger(__name__)
+
+
+_TEST_SETS: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def score_test_set(
+    model: nn.Module,
+    device: torch.device,
+    step: int,
+    *,
+    data_dir: str,
+    batch_size: int = 1000,
+    nhwc: bool = True,
+) -> dict[str, float]:
+    """Evaluator callback: test loss and accuracy (%); the test set is loaded once per process."""
+    key = (str(data_dir), str(device))
+    if key not in _TEST_SETS:
+        x, y = load_test_set(data_dir)
+        _TEST_SETS[key] = (x.to(device), y.to(device))
+    x, y = _TEST_SETS[key]
+    loss, correct = evaluate(model, x, y, batch_size, nhwc and device.type == "cpu")
+    return {"accuracy": 100.0 * correct / y.shape[0], "loss": loss}
 
 
 class LiveEvaluation:

@@ -8,8 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from hogwild.mnist.data import load_test_set
-
 
 class ConvNet(nn.Module):
     """Two 5x5 convolutions (16 and 32 channels) and a 128-unit hidden layer.
@@ -98,25 +96,3 @@ def evaluate(
             correct += int((out.argmax(1) == y).sum())
     model.train(was_training)
     return total_loss / images.shape[0], correct
-
-
-_TEST_SETS: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def score_test_set(
-    model: nn.Module,
-    device: torch.device,
-    step: int,
-    *,
-    data_dir: str,
-    batch_size: int = 1000,
-    nhwc: bool = True,
-) -> dict[str, float]:
-    """Evaluator callback: test loss and accuracy (%); the test set is loaded once per process."""
-    key = (str(data_dir), str(device))
-    if key not in _TEST_SETS:
-        x, y = load_test_set(data_dir)
-        _TEST_SETS[key] = (x.to(device), y.to(device))
-    x, y = _TEST_SETS[key]
-    loss, correct = evaluate(model, x, y, batch_size, nhwc and device.type == "cpu")
-    return {"accuracy": 100.0 * correct / y.shape[0], "loss": loss}

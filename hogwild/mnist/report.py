@@ -9,9 +9,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from hogwild.console import Status
 from hogwild.mnist.config import MnistConfig, epoch_lr
 from hogwild.mnist.model import evaluate
-from hogwild.rundir import RunDir, Status
+from hogwild.rundir import RunDir
 
 MILESTONES = (98.0, 99.0)  # test accuracies (%) whose first arrival time is reported
 

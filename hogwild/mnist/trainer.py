@@ -21,6 +21,7 @@ from typing import Any
 import torch
 import torch.multiprocessing as mp
 
+from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.evaluator import resolve_device
@@ -42,7 +43,7 @@ from hogwild.mnist.report import (
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
 from hogwild.procs import FailurePolicy, WorkerGroup
 from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
-from hogwild.rundir import Progress, RunDir
+from hogwild.rundir import RunDir
 
 log = logging.getLogger(__name__)
 

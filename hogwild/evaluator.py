@@ -120,9 +120,10 @@ class Evaluator:
         self._ctx = ctx
         self.results = ctx.SimpleQueue()
         self._backlog: list[tuple[int, dict[str, float], Snapshot | None]] = []
+        self._build, self._score = build, score
         self.group = WorkerGroup(
             _evaluate_forever,
-            (build, score, self.pool, self.results, str(self.device)),
+            self._process_args(),
             num_workers=1,
             seed=seed,
             start_method="spawn",
@@ -143,9 +144,11 @@ class Evaluator:
         self._backlog += self._read(self.results)
         self.results.close()
         self.results = self._ctx.SimpleQueue()
-        args = list(self.group.args)
-        args[3] = self.results
-        self.group.args = tuple(args)
+        self.group.args = self._process_args()
+
+    def _process_args(self) -> tuple:
+        """What :func:`_evaluate_forever` is started with (after the worker context)."""
+        return (self._build, self._score, self.pool, self.results, str(self.device))
 
     def start(self) -> Evaluator:
         self.group.start()

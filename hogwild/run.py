@@ -31,7 +31,7 @@ import torch.multiprocessing as mp
 from hogwild.checkpoint import save_checkpoint_or_warn
 from hogwild.config import EngineConfig
 from hogwild.console import Progress
-from hogwild.distributed import NodeFailure, NodeSync, launched_by_torchrun
+from hogwild.distributed import NodeFailure, NodeSync, SyncResult, launched_by_torchrun
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerFailure, WorkerGroup
 from hogwild.rundir import RunDir
@@ -312,8 +312,7 @@ class RunLoop:
         result = sync.poll()
         if result is None:
             return False
-        self._count(result.totals, result.gathered)
-        self._all_done = bool(result.totals[1] >= self.nodes)
+        self._all_done = self._count(result) >= self.nodes
         return self._all_done or self.reason is not None
 
     def _final_round(self) -> bool:
@@ -325,7 +324,7 @@ class RunLoop:
         result = self.sync.final_round(
             self._counters(stop, self._all_done), self.app.round_gather()
         )
-        self._count(result.totals, result.gathered)
+        self._all_done = self._count(result) >= self.nodes
         return self._all_done
 
     def vote(self, flag: bool) -> bool:
@@ -339,17 +338,22 @@ class RunLoop:
         keep = self.sync.params.clone()
         self._round_reason = INTERRUPTED if self.shutdown.requested else None
         result = self.sync.final_round(
-            [float(self.shutdown.requested), float(flag), *self.app.round_counters()],
-            self.app.round_gather(),
+            self._counters(self.shutdown.requested, flag), self.app.round_gather()
         )
         self.sync.params.copy_(keep)
-        self._count(result.totals, result.gathered)
-        return bool(result.totals[1] > 0)
+        return self._count(result) > 0
+
+    # A round sums, over nodes: [votes to stop, nodes done (or votes for vote()'s flag),
+    # *the app's counters].
+    _STOP_VOTES, _DONE_VOTES, _APP_COUNTERS = 0, 1, slice(2, None)
 
     def _counters(self, stop: bool, done: bool) -> list[float]:
         return [float(stop), float(done), *self.app.round_counters()]
 
-    def _count(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
-        self.app.on_round(totals[2:], gathered)
-        if totals[0] > 0 and self.reason is None:
+    def _count(self, result: SyncResult) -> int:
+        """Hand the app its counters; note a stop voted elsewhere; the nodes done."""
+        totals = result.totals
+        self.app.on_round(totals[self._APP_COUNTERS], result.gathered)
+        if totals[self._STOP_VOTES] > 0 and self.reason is None:
             self.reason = self._round_reason or ANOTHER_NODE
+        return int(totals[self._DONE_VOTES])

@@ -16,11 +16,10 @@ cv2 = pytest.importorskip("cv2", reason='needs OpenCV (atari extra): pip install
 from a3c.envs.atari import (  # noqa: E402
     atari_make_kwargs,
     is_atari_id,
-    make_atari_env,
     register_atari_envs,
 )
 from a3c.envs.episodes import episode_scores  # noqa: E402
-from a3c.envs.make import _gym_make, env_spaces, make_env  # noqa: E402
+from a3c.envs.make import _gym_make, env_spaces, make_atari_env, make_env  # noqa: E402
 from hogwild.errors import UsageError  # noqa: E402
 
 

@@ -39,7 +39,7 @@ as SB3 and CleanRL do. ``...NoFrameskip-v4`` ids already have ``frameskip=1``.
 Sticky actions: v5 ids repeat the previous action with probability 0.25 at every
 emulator frame (Machado et al., 2018), ``NoFrameskip-v4`` ids never do (the setting of
 the A3C and DQN papers). This module keeps each id's default; pass
-``repeat_action_probability=`` to :func:`make_atari_env` to choose.
+``repeat_action_probability=`` to :func:`a3c.envs.make.make_atari_env` to choose.
 """
 
 from __future__ import annotations
@@ -68,7 +68,6 @@ __all__ = [
     "GameStepLimit",
     "atari_make_kwargs",
     "is_atari_id",
-    "make_atari_env",
     "register_atari_envs",
     "wrap_atari",
 ]
@@ -380,23 +379,6 @@ def wrap_atari(
     if limit is not None:
         env = CountAgentSteps(env, limit)
     return FrameStackObservation(env, frame_stack)
-
-
-def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
-    """``gym.make`` + :func:`wrap_atari`, without the policy's space adapter.
-
-    Keywords that :func:`wrap_atari` takes go to it, the rest to ``gym.make``
-    (``repeat_action_probability``, ``full_action_space``, ``mode``, ``difficulty`` ...).
-    Errors are one-line :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a
-    ``seed`` the env is reset once with it and its action space seeded.
-    """
-    from a3c.envs.make import _gym_make, wrap_and_seed  # make.py imports this module
-
-    if not is_atari_id(env_id):
-        raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
-    wrap, kwargs = split_wrap_kwargs(kwargs)
-    env = _gym_make(env_id, atari_make_kwargs(env_id, kwargs))
-    return wrap_and_seed(env, lambda e: wrap_atari(e, **wrap), seed)
 
 
 #: The types of :func:`wrap_atari`'s keywords whose default is None (None: auto / none).

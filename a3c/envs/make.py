@@ -35,7 +35,7 @@ from a3c.envs import atari, minatar
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
 from hogwild.errors import UsageError
 
-__all__ = ["env_spaces", "final_observations", "make_env", "make_vector_env"]
+__all__ = ["env_spaces", "final_observations", "make_atari_env", "make_env", "make_vector_env"]
 
 
 def make_env(
@@ -71,6 +71,21 @@ def make_env(
         return adapt_spaces(env, env_id)
 
     return wrap_and_seed(env, wrap, seed)
+
+
+def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:
+    """``gym.make`` + :func:`~a3c.envs.atari.wrap_atari`, without the policy's space adapter.
+
+    Keywords that :func:`~a3c.envs.atari.wrap_atari` takes go to it, the rest to ``gym.make``
+    (``repeat_action_probability``, ``full_action_space``, ``mode``, ``difficulty`` ...).
+    Errors are one-line :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a
+    ``seed`` the env is reset once with it and its action space seeded.
+    """
+    if not atari.is_atari_id(env_id):
+        raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
+    wrap, kwargs = atari.split_wrap_kwargs(kwargs)
+    env = _gym_make(env_id, atari.atari_make_kwargs(env_id, kwargs))
+    return wrap_and_seed(env, lambda e: atari.wrap_atari(e, **wrap), seed)
 
 
 def _checked(wrapper: Callable[..., gym.Env], env_id: str, env: gym.Env, options: dict) -> gym.Env:

@@ -32,7 +32,7 @@ from a3c.evaluation import build_model, score_greedy
 from a3c.normalize import RunningMeanStd, mean_std_of
 from a3c.policy import ModelSpec
 from a3c.telemetry import STAT, RunStats, status_line, telemetry_layout, write_logs
-from a3c.worker import run_worker
+from a3c.worker import SharedRun, run_worker
 from hogwild.checkpoint import load_checkpoint
 from hogwild.cli import run_cli
 from hogwild.console import Progress
@@ -249,14 +249,16 @@ class A3CRun:
             run_worker,
             (
                 cfg,
-                self.spec,
-                self.flat,
-                self.optimizer,
-                self.env_steps,
-                self.published_steps,
-                self.loop.pool,
-                self.obs_rms,
-                self.return_rms,
+                SharedRun(
+                    self.spec,
+                    self.flat,
+                    self.optimizer,
+                    self.env_steps,
+                    self.published_steps,
+                    self.loop.pool,
+                    self.obs_rms,
+                    self.return_rms,
+                ),
             ),
             cfg.workers,
             worker_seed(cfg.seed, self.rank, self.start_steps),

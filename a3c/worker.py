@@ -10,6 +10,8 @@ same targets once, then ``epochs x minibatches`` clipped steps (:mod:`a3c.ppo`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
@@ -34,18 +36,24 @@ class NonFiniteUpdates(RuntimeError):
     pass
 
 
-def run_worker(
-    ctx: WorkerContext,
-    cfg: A3CConfig,
-    spec: ModelSpec,
-    shared: torch.Tensor,
-    optimizer: SharedOptimizer,
-    env_steps: torch.Tensor,
-    global_steps: torch.Tensor,
-    pool: BufferPool,
-    obs_rms: RunningMeanStd | None = None,
-    return_rms: RunningMeanStd | None = None,
-) -> None:
+@dataclass(frozen=True)
+class SharedRun:
+    """What a run's workers share with its main process, in shared memory."""
+
+    spec: ModelSpec
+    params: torch.Tensor  # the shared model, one flat tensor
+    optimizer: SharedOptimizer
+    env_steps: torch.Tensor  # this node's steps, one row per worker
+    global_steps: torch.Tensor  # the run's count as the main process knows it (all nodes)
+    pool: BufferPool  # telemetry to the main process
+    obs_rms: RunningMeanStd | None = None
+    return_rms: RunningMeanStd | None = None
+
+
+def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
+    spec, shared, optimizer, pool = run.spec, run.params, run.optimizer, run.pool
+    env_steps, global_steps = run.env_steps, run.global_steps
+    obs_rms, return_rms = run.obs_rms, run.return_rms
     T, K = cfg.n_steps, cfg.envs_per_worker
     envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_kwargs)
     model = spec.build()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -19,21 +20,36 @@ from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
 from hogwild.rundir import RunDir
 
-#: Per-message scalars, summed over the updates a message covers.
-STATS = (
-    "updates",
-    "env_steps",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "explained_variance",
-    "grad_norm",
-    "lr",
-    "skipped",
-    "approx_kl",
-    "clip_fraction",
-    "kl_stops",
+MEAN, SUM = "mean per update", "sum"
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A figure workers report: summed in messages, logged as ``tag`` (None: not logged)
+    either per update (``MEAN``, e.g. a loss) or as the log window's total (``SUM``)."""
+
+    name: str
+    tag: str | None
+    logged: str = MEAN
+    algos: tuple[str, ...] = ("a3c", "appo")
+
+
+#: Every figure a worker reports, in message order; adding one is one line here.
+METRICS = (
+    Metric("updates", None, SUM),
+    Metric("env_steps", None, SUM),
+    Metric("policy_loss", "losses/policy_loss"),
+    Metric("value_loss", "losses/value_loss"),
+    Metric("entropy", "losses/entropy"),
+    Metric("explained_variance", "losses/explained_variance"),
+    Metric("grad_norm", "losses/grad_norm"),
+    Metric("lr", "charts/learning_rate"),
+    Metric("skipped", "charts/skipped_updates", SUM),
+    Metric("approx_kl", "losses/approx_kl", algos=("appo",)),
+    Metric("clip_fraction", "losses/clip_fraction", algos=("appo",)),
+    Metric("kl_stops", "charts/kl_stops", SUM, algos=("appo",)),
 )
+STATS = tuple(m.name for m in METRICS)
 #: A figure's place in a message, by name.
 STAT = {name: i for i, name in enumerate(STATS)}
 MAX_EPISODES = 256
@@ -126,22 +142,13 @@ def write_logs(
         )
     n = w[STAT["updates"]]
     if n > 0:
-        mean = {name: w[STAT[name]] / n for name in STATS}
         scalars = {
-            "losses/policy_loss": mean["policy_loss"],
-            "losses/value_loss": mean["value_loss"],
-            "losses/entropy": mean["entropy"],
-            "losses/explained_variance": mean["explained_variance"],
-            "losses/grad_norm": mean["grad_norm"],
-            "charts/learning_rate": mean["lr"],
-            "perf/env_steps_per_sec": steps / dt,
-            "perf/updates_per_sec": n / dt,
-            "charts/skipped_updates": w[STAT["skipped"]],
+            m.tag: w[i] / n if m.logged == MEAN else w[i]
+            for i, m in enumerate(METRICS)
+            if m.tag is not None and algo in m.algos
         }
-        if algo == "appo":
-            scalars["losses/approx_kl"] = mean["approx_kl"]
-            scalars["losses/clip_fraction"] = mean["clip_fraction"]
-            scalars["charts/kl_stops"] = w[STAT["kl_stops"]]
+        scalars["perf/env_steps_per_sec"] = steps / dt
+        scalars["perf/updates_per_sec"] = n / dt
         run.scalars(scalars, step)
     stats.window[:] = 0
     stats.window_returns.clear()

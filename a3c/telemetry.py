@@ -129,17 +129,17 @@ class RunStats:
 
 def write_logs(
     run: RunDir, stats: RunStats, step: int, dt: float, steps: int, algo: str = "a3c"
-) -> None:
-    w = stats.window
+) -> dict[str, float]:
+    """Log the window's figures at ``step`` and start a new window; what was written."""
+    w, written = stats.window, {}
     if stats.window_returns:
-        run.scalars(
-            {
-                "charts/episodic_return": float(np.mean(stats.window_returns)),
-                "charts/episodic_length": float(np.mean(stats.window_lengths)),
-                "charts/mean_return_100": stats.mean_100,
-            },
-            step,
-        )
+        episodes = {
+            "charts/episodic_return": float(np.mean(stats.window_returns)),
+            "charts/episodic_length": float(np.mean(stats.window_lengths)),
+            "charts/mean_return_100": stats.mean_100,
+        }
+        run.scalars(episodes, step)
+        written.update(episodes)
     n = w[STAT["updates"]]
     if n > 0:
         scalars = {
@@ -150,9 +150,11 @@ def write_logs(
         scalars["perf/env_steps_per_sec"] = steps / dt
         scalars["perf/updates_per_sec"] = n / dt
         run.scalars(scalars, step)
+        written.update(scalars)
     stats.window[:] = 0
     stats.window_returns.clear()
     stats.window_lengths.clear()
+    return {k: float(v) for k, v in written.items()}
 
 
 def status_line(

@@ -24,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from a3c.callbacks import STOPPED, Callback, RunEvent, call_all, finite_or_none
 from a3c.cli import build_parser, config_from_args
 from a3c.config import A3CConfig
 from a3c.envs import env_spaces
@@ -91,15 +92,20 @@ class A3CResult:
     exit_code: int
 
 
-def train(cfg: A3CConfig) -> A3CResult:
+def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
     """Run A3C to the end (budget, time, target, signal or failure) and say how it went.
 
+    ``callbacks`` are called with a :class:`~a3c.callbacks.RunEvent` at each log point,
+    evaluation and at the end; one that returns False stops the run.
     The calling process runs single-threaded while workers are forked (see
     :class:`~hogwild.procs.WorkerGroup`); its thread count is restored afterwards.
     """
+    for callback in callbacks:
+        if not callable(callback):
+            raise UsageError(f"a callback must be callable, got {callback!r}")
     threads = torch.get_num_threads()
     try:
-        return A3CRun(cfg).run()
+        return A3CRun(cfg, callbacks).run()
     finally:
         torch.set_num_threads(threads)
 
@@ -108,8 +114,9 @@ class A3CRun:
     """The main process of one run (one node's, under ``torchrun``): A3C's side of the
     engine's :class:`~hogwild.run.RunLoop`, which runs the plumbing around it."""
 
-    def __init__(self, cfg: A3CConfig) -> None:
+    def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
         self.cfg = cfg
+        self.callbacks = list(callbacks)
         spaces = env_spaces(cfg.env, **cfg.env_kwargs)
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
@@ -280,7 +287,7 @@ class A3CRun:
     def tick(self, ready: Sequence[Any], now: float) -> str | None:
         self._count_steps()
         reason = self._evaluate(ready, now) or self._check_solved(now)
-        self._log(now)
+        reason = self._log(now) or reason
         self.published_steps.fill_(self.global_steps)
         if self.global_steps >= self.cfg.total_steps:
             return reason or "step budget reached"
@@ -310,9 +317,9 @@ class A3CRun:
     def finish(self, end: RunEnd) -> dict[str, float] | None:
         reason = end.reason or ("failure" if end.exit_code == 1 else "all workers finished")
         self.wall = end.seconds
-        stats, metrics = self.stats, None
+        stats, metrics, written = self.stats, None, {}
         if self.rundir is not None:
-            write_logs(
+            written = write_logs(
                 self.rundir,
                 stats,
                 self.global_steps,
@@ -344,6 +351,7 @@ class A3CRun:
             self.history.best_eval,
             end.exit_code,
         )
+        self._call_back("end", time.monotonic(), written)
         return metrics
 
     # -- A3C's decisions -------------------------------------------------------------------
@@ -374,6 +382,8 @@ class A3CRun:
             target = self.cfg.target_return
             if self.cfg.target_metric == "eval" and target is not None and score >= target:
                 reason = f"evaluation mean return {score:.1f} reached the target"
+            if not self._call_back("eval", now, eval_mean_return=score):
+                reason = reason or STOPPED
         if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
             self.flat, self.global_steps, self.buffers, keep=self._offered_state
         ):
@@ -409,12 +419,14 @@ class A3CRun:
             return f"100-episode mean return {stats.mean_100:.1f} reached the target"
         return None
 
-    def _log(self, now: float) -> None:
+    def _log(self, now: float) -> str | None:
+        """Log when due; a reason to stop if a callback asked for one."""
         if now - self.last_log < self.cfg.log_interval:
-            return
+            return None
         self._warn_entropy_collapse(now)
+        written: dict[str, float] = {}
         if self.rundir is not None:
-            write_logs(
+            written = write_logs(
                 self.rundir,
                 self.stats,
                 self.global_steps,
@@ -428,6 +440,33 @@ class A3CRun:
                 )
             )
         self.last_log, self.log_steps = now, self.global_steps
+        return None if self._call_back("log", now, written) else STOPPED
+
+    def _call_back(
+        self,
+        kind: str,
+        now: float,
+        stats: dict[str, float] | None = None,
+        eval_mean_return: float | None = None,
+    ) -> bool:
+        """Call the callbacks (main process only); False if one asked to stop."""
+        if not self.callbacks or not self.is_main:
+            return True
+        history, best_100 = self.history, self.history.best_100
+        event = RunEvent(
+            kind=kind,
+            env_steps=self.global_steps,
+            seconds=self._run_seconds(now),
+            episodes=self.stats.episodes,
+            mean_return_100=self.stats.mean_100 if self.stats.recent else None,
+            best_mean_100=best_100[0] if best_100 else None,
+            eval_mean_return=eval_mean_return,
+            best_eval=finite_or_none(history.best_eval),
+            stats=dict(stats or {}),
+            run_dir=self.rundir.path if self.rundir else None,
+            _writer=self.rundir.scalar if self.rundir else None,
+        )
+        return call_all(self.callbacks, event)
 
     def _warn_entropy_collapse(self, now: float) -> None:
         """Say once, on the console, when the policy has stopped exploring and improving."""

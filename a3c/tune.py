@@ -1,0 +1,341 @@
+"""Search settings with Optuna: ``python -m a3c.tune --env ID --trials N --budget SECONDS``.
+
+Each trial is a real run of ``--budget`` seconds (no target: it runs the whole budget),
+scored by the **time-average of the 100-episode mean** over the run, which rewards
+learning soon *and* keeping it, the two things the presets are chosen for. A trial whose
+curve lags the median of earlier trials at the same time is pruned (stopped early, from a
+run callback). The first trial is the env's preset as it is, so the table shows what
+the search found against it. The best settings are written as a TOML file that
+``a3c.train --config`` takes.
+
+Ranges come from :data:`SPACE`, each clipped to the range its setting declares
+(:mod:`a3c.config`), so a search never proposes a value a run would refuse. ``--jobs J``
+runs J trials at once, each in its own process (Optuna's journal file keeps the study),
+with ``--workers`` each: give J x workers <= your cores.
+
+Needs the optional extra: ``pip install "hogwild-a3c[tune]"`` (Optuna).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import multiprocessing as mp
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from a3c.config import A3CConfig
+from a3c.envs.make import make_env
+from a3c.presets import config_for
+from hogwild.cli import run_cli
+from hogwild.errors import UsageError
+
+PROG = "a3c.tune"
+INSTALL_HINT = 'pip install "hogwild-a3c[tune]" (or, from a checkout, pip install -e ".[tune]")'
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    values: tuple[Any, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    low: float
+    high: float
+    log: bool = False
+    integer: bool = False
+
+
+#: What a search varies, by algorithm; each setting's declared range bounds it further.
+SPACE: dict[str, dict[str, Choice | Range]] = {
+    "common": {
+        "lr": Range(1e-5, 3e-3, log=True),
+        "gamma": Choice((0.9, 0.95, 0.98, 0.99, 0.995, 0.999)),
+        "gae_lambda": Choice((0.8, 0.9, 0.92, 0.95, 0.98, 1.0)),
+        "entropy_coef": Choice((0.0, 1e-4, 1e-3, 0.01, 0.05)),
+        "max_grad_norm": Choice((0.3, 0.5, 1.0, 5.0)),
+        "value_coef": Choice((0.25, 0.5, 1.0)),
+        "hidden": Choice(((64, 64), (128, 128), (256, 256))),
+        "separate_networks": Choice((False, True)),
+        "normalize_obs": Choice((False, True)),
+        "optimizer": Choice(("rmsprop", "adam")),
+    },
+    "a3c": {
+        "n_steps": Choice((5, 8, 16, 32)),
+        "envs_per_worker": Choice((1, 4, 8, 16)),
+    },
+    "appo": {
+        "n_steps": Choice((64, 128, 256, 512)),
+        "envs_per_worker": Choice((2, 4, 8)),
+        "epochs": Range(1, 10, integer=True),
+        "minibatches": Choice((1, 4, 8, 16, 32)),
+        "clip_range": Choice((0.1, 0.2, 0.3)),
+    },
+}
+
+
+def space(algo: str) -> dict[str, Choice | Range]:
+    """The search space of ``algo``, each range clipped to its setting's declared one."""
+    rules = {f.name: f.metadata.get("rule") for f in dataclasses.fields(A3CConfig)}
+    out: dict[str, Choice | Range] = {}
+    for name, dim in {**SPACE["common"], **SPACE[algo]}.items():
+        rule = rules[name]
+        if isinstance(dim, Range):
+            low = max(dim.low, rule.min if rule.min is not None else -math.inf)
+            high = min(dim.high, rule.max if rule.max is not None else math.inf)
+            dim = dataclasses.replace(dim, low=low, high=high)
+        elif rule.choices is not None:
+            dim = Choice(tuple(v for v in dim.values if v in rule.choices))
+        out[name] = dim
+    return out
+
+
+def suggest(trial: Any, dims: dict[str, Choice | Range]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, dim in dims.items():
+        if isinstance(dim, Choice):
+            # Optuna stores choices as JSON-able scalars: tuples go by their text.
+            labels = [_label(v) for v in dim.values]
+            label = trial.suggest_categorical(name, labels)
+            values[name] = dim.values[labels.index(label)]
+        elif dim.integer:
+            values[name] = trial.suggest_int(name, int(dim.low), int(dim.high), log=dim.log)
+        else:
+            values[name] = trial.suggest_float(name, dim.low, dim.high, log=dim.log)
+    return values
+
+
+def _label(value: Any) -> Any:
+    return ",".join(map(str, value)) if isinstance(value, tuple) else value
+
+
+class CurveScore:
+    """A run callback: the time-average of the 100-episode mean, reported to the trial,
+    which stops the run (returns False) when the pruner says its curve lags."""
+
+    def __init__(self, trial: Any) -> None:
+        self.trial = trial
+        self.area = 0.0
+        self.seconds = 0.0
+        self.last: tuple[float, float] | None = None  # (seconds, mean) of the last log
+        self.pruned = False
+
+    def __call__(self, event: Any) -> bool | None:
+        if event.kind != "log" or event.mean_return_100 is None:
+            return None
+        now, mean = float(event.seconds), float(event.mean_return_100)
+        if self.last is not None:
+            then, before = self.last
+            self.area += (now - then) * (before + mean) / 2
+            self.seconds += now - then
+        self.last = (now, mean)
+        step = int(now)
+        if self.seconds > 0 and step > 0:
+            self.trial.report(self.value, step)
+            if self.trial.should_prune():
+                self.pruned = True
+                return False
+        return None
+
+    @property
+    def value(self) -> float:
+        if self.seconds > 0:
+            return self.area / self.seconds
+        return self.last[1] if self.last else -math.inf
+
+
+def objective(args: argparse.Namespace, trial: Any) -> float:
+    import optuna
+
+    from a3c.train import train
+
+    settings = suggest(trial, space(args.algo)) if trial.number > 0 or not args.preset_first else {}
+    try:
+        cfg = config_for(
+            args.env,
+            algo=args.algo,
+            workers=args.workers,
+            time_limit=args.budget,
+            total_steps=10**12,
+            target_return=1e18,  # none: the whole budget
+            eval_interval=0,
+            seed=args.seed + trial.number,
+            logdir=str(Path(args.logdir) / "trials"),
+            run_name=f"trial{trial.number:03d}",
+            **settings,
+        )
+    except UsageError as e:  # a combination a run refuses (e.g. more minibatches than samples)
+        trial.set_user_attr("refused", str(e))
+        raise optuna.TrialPruned(str(e)) from None
+    for name, value in settings.items():
+        trial.set_user_attr(name, value if not isinstance(value, tuple) else list(value))
+    score = CurveScore(trial)
+    result = train(cfg, callbacks=[score])
+    if result.exit_code in (130, 143):
+        trial.study.stop()
+        raise optuna.TrialPruned("interrupted")
+    if result.exit_code != 0:
+        raise optuna.TrialPruned(f"the run failed (exit code {result.exit_code})")
+    if score.pruned:
+        raise optuna.TrialPruned(f"lagged at {score.last[0]:.0f} s")
+    return score.value
+
+
+def _optimize(args: argparse.Namespace, trials: int) -> None:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.load_study(study_name=args.study_name, storage=_storage(args))
+    study.optimize(lambda t: objective(args, t), n_trials=trials, catch=())
+
+
+def _storage(args: argparse.Namespace) -> Any:
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    return JournalStorage(JournalFileBackend(str(Path(args.logdir) / "study.journal")))
+
+
+def toml_text(values: dict[str, Any], header: str) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (tuple, list)):
+            return "[" + ", ".join(fmt(x) for x in v) + "]"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(v)
+
+    lines = [f"# {line}" for line in header.splitlines()]
+    lines += [f"{k} = {fmt(v)}" for k, v in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def table(study: Any) -> str:
+    rows = ["| trial | state | score | settings |", "|---|---|---|---|"]
+    done = sorted(study.trials, key=lambda t: -(t.value if t.value is not None else -math.inf))
+    for t in done:
+        score = f"{t.value:.1f}" if t.value is not None else ""
+        what = (
+            "the preset"
+            if t.number == 0 and not t.params
+            else ", ".join(f"{k}={v}" for k, v in t.params.items())
+        )
+        rows.append(f"| {t.number} | {t.state.name.lower()} | {score} | {what} |")
+    return "\n".join(rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import optuna
+    except ImportError:
+        raise UsageError(f"a3c.tune needs Optuna: {INSTALL_HINT}") from None
+    # A bad env or setting: one line before anything starts.
+    config_for(args.env, algo=args.algo)
+    make_env(args.env).close()
+    if args.trials < 1 or args.budget <= 0 or args.jobs < 1:
+        raise UsageError("--trials and --jobs must be at least 1, --budget above 0")
+    Path(args.logdir).mkdir(parents=True, exist_ok=True)
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(
+        study_name=args.study_name,
+        storage=_storage(args),
+        direction="maximize",
+        sampler=optuna.samplers.TPESampler(seed=args.seed),
+        pruner=optuna.pruners.MedianPruner(
+            n_startup_trials=5, n_warmup_steps=max(1, int(args.budget * 0.3))
+        ),
+        load_if_exists=True,
+    )
+    t0 = time.monotonic()
+    share = [args.trials // args.jobs + (i < args.trials % args.jobs) for i in range(args.jobs)]
+    helpers = [
+        mp.get_context("spawn").Process(target=_optimize, args=(args, n), name=f"tune-job{i}")
+        for i, n in enumerate(share[1:], start=1)
+        if n
+    ]
+    for p in helpers:
+        p.start()
+    try:
+        _optimize(args, share[0])
+    finally:
+        for p in helpers:
+            p.join()
+    study = optuna.load_study(study_name=args.study_name, storage=_storage(args))
+    print(f"\n{table(study)}\n", flush=True)
+    finished = [t for t in study.trials if t.value is not None]
+    if not finished:
+        print(f"{PROG}: no trial finished; nothing written", file=sys.stderr)
+        return 1
+    best = max(finished, key=lambda t: t.value)
+    values = {"env": args.env, "algo": args.algo, **_settings_of(best, args)}
+    header = (
+        f"python -m a3c.tune {' '.join(sys.argv[1:])}\n"
+        f"trial {best.number}: time-averaged 100-episode mean {best.value:.1f} over "
+        f"{args.budget:g} s ({len(study.trials)} trials in {time.monotonic() - t0:.0f} s)"
+    )
+    Path(args.out).write_text(toml_text(values, header))
+    print(f"best: trial {best.number}, score {best.value:.1f}; settings in {args.out}")
+    print(f"use them: python -m a3c.train --config {args.out}")
+    return 0
+
+
+def _settings_of(trial: Any, args: argparse.Namespace) -> dict[str, Any]:
+    if not trial.params:  # the preset's own trial: nothing to change
+        return {}
+    dims = space(args.algo)
+    out = {}
+    for name, value in trial.params.items():
+        dim = dims[name]
+        if isinstance(dim, Choice):
+            value = dim.values[[_label(v) for v in dim.values].index(value)]
+        out[name] = value
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Search A3C/APPO settings for an env with Optuna; write the best as TOML.",
+        allow_abbrev=False,
+    )
+    p.add_argument("--env", required=True, help="a Gymnasium env id")
+    p.add_argument("--algo", choices=("a3c", "appo"), default="a3c")
+    p.add_argument("--trials", type=int, default=20, help="runs in all (default 20)")
+    p.add_argument("--budget", type=float, default=30.0, help="seconds per run (default 30)")
+    p.add_argument("--jobs", type=int, default=1, help="trials at once, one process each")
+    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)), help="per trial")
+    p.add_argument("--seed", type=int, default=0, help="the sampler's; trial i runs seed+i")
+    p.add_argument("--out", default="best.toml", help="the TOML file of the best settings")
+    p.add_argument(
+        "--logdir",
+        default=None,
+        help="trials' runs and the study (default: runs/tune_<env>_<time>)",
+    )
+    p.add_argument(
+        "--no-preset-first",
+        dest="preset_first",
+        action="store_false",
+        help="do not spend the first trial on the preset as it is",
+    )
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    def go(args: argparse.Namespace) -> int:
+        if args.logdir is None:
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            args.logdir = str(Path("runs") / f"tune_{args.env.replace('/', '-')}_{stamp}")
+        args.study_name = "a3c-tune"
+        return run(args)
+
+    return run_cli(build_parser(), go, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -224,7 +224,9 @@ def table(study: Any) -> str:
         what = (
             "the preset"
             if t.number == 0 and not t.params
-            else ", ".join(f"{k}={v}" for k, v in t.params.items())
+            else ", ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()
+            )
         )
         rows.append(f"| {t.number} | {t.state.name.lower()} | {score} | {what} |")
     return "\n".join(rows)

@@ -28,13 +28,24 @@ if TYPE_CHECKING:
     from a3c.presets import config_for
     from a3c.train import A3CResult, train
 
-__all__ = ["A3CConfig", "A3CResult", "RunEvent", "config_for", "evaluate", "train"]
+__all__ = [
+    "A3CConfig",
+    "A3CResult",
+    "Policy",
+    "RunEvent",
+    "config_for",
+    "evaluate",
+    "load",
+    "train",
+]
 
 #: name -> the module that defines it, imported when the name is first used.
 _LAZY = {
     "A3CConfig": "a3c.config",
     "A3CResult": "a3c.train",
+    "Policy": "a3c.agent",
     "RunEvent": "a3c.callbacks",
+    "load": "a3c.agent",
     "config_for": "a3c.presets",
     "train": "a3c.train",
 }

@@ -64,6 +64,7 @@ def workspace(tmp_path_factory) -> tuple[Path, str]:
     """A folder holding ``runs/<run>`` (with ``best.pt``) and ``my.toml``; the run's name."""
     cwd = tmp_path_factory.mktemp("readme")
     (cwd / "my.toml").write_text('env = "Acrobot-v1"\nhidden = [32, 32]\n')
+    (cwd / "best.toml").write_text('env = "CartPole-v1"\n')  # a3c.tune's, where it runs
     # Stops at its first evaluation (any CartPole return is >= 0), so best.pt exists.
     proc = run(
         ["-m", "a3c.train", "--workers", "1", "--eval-interval", "0.2", "--eval-episodes", "1",
@@ -94,6 +95,9 @@ def shrunk(command: str, cwd: Path, run_name: str, request) -> tuple[list[str], 
         if "--record" in argv:
             pytest.importorskip("moviepy", reason="--record needs the video extra")
         argv += ["--episodes", "1"]
+    elif program == "a3c.tune":
+        pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (".[tune]")')
+        argv += ["--trials", "2", "--budget", "2", "--workers", "1", "--logdir", "study"]
     elif program == "a3c.plot":
         pytest.importorskip("matplotlib", reason="a3c.plot needs the plot extra")
     elif program == "hogwild.mnist":
@@ -178,6 +182,15 @@ def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
     config = json.loads((run_dir / "config.json").read_text())
     assert config["start_method"] == start_method and config["preset"] == "Acrobot-v1"
     assert config["workers"] == 2 and config["total_steps"] == 20_000
+
+
+def test_readme_policy_example_runs(workspace):
+    cwd, run_name = workspace
+    code = example("from a3c import Policy").replace("runs/<run>", f"runs/{run_name}")
+    (cwd / "use_policy.py").write_text(code)
+    proc = run(["use_policy.py"], cwd)
+    assert proc.returncode == 0, proc.stderr
+    assert (cwd / "policy.pt").stat().st_size > 0
 
 
 def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):

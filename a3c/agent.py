@@ -9,6 +9,8 @@ normalisation (the model's buffers) and the clipping or squashing of continuous 
 
 from __future__ import annotations
 
+import copy
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -131,9 +133,11 @@ class Policy:
                 f"export: actions of {self.env_id} ({self.action_space}) need reshaping that "
                 "the exported module does not do; use predict"
             )
-        module = _Greedy(self.model, self.action_space)
+        module = _Greedy(copy.deepcopy(self.model).requires_grad_(False), self.action_space)
         example = torch.as_tensor(np.stack([self.observation_space.sample()] * 2))
-        traced = torch.jit.trace(module, example, check_trace=False)
+        with warnings.catch_warnings():  # torch 2.13 calls TorchScript deprecated; it still
+            warnings.simplefilter("ignore", DeprecationWarning)  # is what runs without us
+            traced = torch.jit.trace(module, example, check_trace=False)
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         traced.save(str(path))

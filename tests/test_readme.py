@@ -153,7 +153,7 @@ def example(first_import: str) -> str:
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
     path = script(
-        example("from a3c import"),
+        example("from a3c import config_for"),
         'config_for("Acrobot-v1", workers=2)',
         f'total_steps=20_000, eval_interval=0, start_method="{start_method}"',
         tmp_path,

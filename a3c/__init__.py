@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
+    from a3c.agent import Policy, load
     from a3c.config import A3CConfig
     from a3c.presets import config_for
     from a3c.train import A3CResult, train

@@ -10,13 +10,16 @@ normalisation (the model's buffers) and the clipping or squashing of continuous 
 from __future__ import annotations
 
 import copy
+import json
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 from torch import Tensor, nn
@@ -92,7 +95,8 @@ class Policy:
     ) -> tuple[Any, State | None]:
         """``(action, state)`` for one observation or a batch (told apart by shape, as in
         SB3). ``state``: a recurrent policy's state from the last call (None: a fresh
-        one); ``episode_start``: per env, True where an episode began (resets its state).
+        one); ``episode_start``: per env, True where an episode began (resets its state;
+        ``a3c.evaluate`` also resets it on Atari's ``info["life_lost"]``, as training did).
         Stochastic draws (``deterministic=False``) use torch's global generator."""
         batched = _is_batch(self.observation_space, observation)
         rows = _rows(observation) if batched else [observation]
@@ -112,35 +116,36 @@ class Policy:
         return (np.stack(actions) if batched else actions[0]), state
 
     def export(self, path: str | Path) -> Path:
-        """A TorchScript file mapping a batch of observations (``[B, *obs_shape]``) to
-        greedy actions ``[B, ...]``, normalisation and clipping inside; loads with
-        ``torch.jit.load`` alone. Observations must need no adapter (a ``Box``: vectors or
-        ``uint8`` images) and the policy must be feed-forward, else a UsageError."""
-        if self.recurrent:
-            raise UsageError("export: a recurrent (LSTM) policy cannot be exported yet")
-        obs_adapters = [w for w in self._adapters if isinstance(w, gym.ObservationWrapper)]
-        if obs_adapters or not isinstance(self.observation_space, spaces.Box):
+        """Write a TorchScript file that acts greedily with torch alone (no a3c installed):
+        ``module(obs) -> actions``, or for an LSTM policy ``module(obs, h, c) -> (actions,
+        h, c)`` (zero ``[B, state_size]`` tensors to start). ``obs`` is a batch of the env's
+        own observations as one tensor (ints for ``Discrete``); adapters, normalisation and
+        clipping are inside. ``policy.json`` in the file's extra files names the spaces and
+        ``state_size``. ``Dict``/``Tuple``/``Multi*`` observations are not one tensor, so
+        they are refused (UsageError): use ``predict``."""
+        flattened = [w for w in self._adapters if isinstance(w, FlattenObservation)]
+        if flattened:
             raise UsageError(
-                f"export: observations of {self.env_id} ({self.observation_space}) need an "
-                "adapter (one-hot, flattening) that TorchScript does not carry; use predict"
+                f"export: observations of {self.env_id} ({self.observation_space}) are "
+                "flattened into one vector inside, which one input tensor cannot carry; "
+                "export supports Box and Discrete observations, use predict for others"
             )
-        if any(
-            isinstance(w, gym.ActionWrapper)
-            for w in self._adapters
-            if not isinstance(w, ZeroBasedActions)
-        ):
-            raise UsageError(
-                f"export: actions of {self.env_id} ({self.action_space}) need reshaping that "
-                "the exported module does not do; use predict"
-            )
-        module = _Greedy(copy.deepcopy(self.model).requires_grad_(False), self.action_space)
-        example = torch.as_tensor(np.stack([self.observation_space.sample()] * 2))
+        model = copy.deepcopy(self.model).requires_grad_(False)
+        module = _Greedy(model, self._adapters)
+        example = torch.as_tensor(np.stack([self.observation_space.sample() for _ in range(2)]))
+        inputs = (example, *model.initial_state(2)) if self.recurrent else example
         with warnings.catch_warnings():  # torch 2.13 calls TorchScript deprecated; it still
             warnings.simplefilter("ignore", DeprecationWarning)  # is what runs without us
-            traced = torch.jit.trace(module, example, check_trace=False)
+            traced = torch.jit.trace(module, inputs, check_trace=False)
+        meta = {
+            "env_id": self.env_id,
+            "observation_space": str(self.observation_space),
+            "action_space": str(self.action_space),
+            "state_size": model.spec.lstm,
+        }
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        traced.save(str(path))
+        traced.save(str(path), _extra_files={"policy.json": json.dumps(meta)})
         return path
 
     # -- the adapters ---------------------------------------------------------------------
@@ -168,26 +173,70 @@ def load(path: str | Path, env: str | None = None) -> Policy:
 
 
 class _Greedy(nn.Module):
-    """Observations -> greedy actions as the env takes them, in torch ops only."""
+    """What ``predict(deterministic=True)`` does, in torch ops only so that it traces: the
+    observation adapters, the model (normalisation in its buffers), the distribution's
+    ``to_env`` (squash or clip) and the action adapters."""
 
-    def __init__(self, model: ActorCritic, action_space: spaces.Space) -> None:
+    def __init__(self, model: ActorCritic, adapters: list[gym.Wrapper]) -> None:
         super().__init__()
         self.model = model
+        inner_first = reversed(adapters)
+        self.obs_steps = [
+            _obs_step(w) for w in inner_first if isinstance(w, gym.ObservationWrapper)
+        ]
+        self.act_steps = [_act_step(w) for w in adapters if isinstance(w, gym.ActionWrapper)]
         dist = model.dist
         self.squash = bool(getattr(dist, "squash", False))
-        low, high = getattr(dist, "low", None), getattr(dist, "high", None)
-        self.register_buffer("low", torch.as_tensor(low if low is not None else [0.0]))
-        self.register_buffer("high", torch.as_tensor(high if high is not None else [0.0]))
-        self.clip = low is not None and bool(getattr(dist, "_clip", False))
-        self.start = int(action_space.start) if isinstance(action_space, spaces.Discrete) else 0
+        self.clip = bool(getattr(dist, "_clip", False))
+        if self.squash or self.clip:
+            self.register_buffer("low", torch.as_tensor(dist.low))
+            self.register_buffer("high", torch.as_tensor(dist.high))
 
-    def forward(self, obs: Tensor) -> Tensor:
-        a = self.model.dist.greedy(self.model.pi(obs))
+    def forward(self, obs: Tensor, *state: Tensor) -> Any:
+        for step in self.obs_steps:
+            obs = step(obs)
+        if not self.model.spec.image:
+            obs = obs.to(torch.float32)
+        if state:
+            a, (h, c) = self.model.act_recurrent(obs, (state[0], state[1]), True)
+            return self._to_env(a), h, c
+        return self._to_env(self.model.act(obs, True))
+
+    def _to_env(self, a: Tensor) -> Tensor:
         if self.squash:
-            return self.low + (torch.tanh(a) + 1.0) * (0.5 * (self.high - self.low))
-        if self.clip:
-            return torch.maximum(torch.minimum(a, self.high), self.low)
-        return a + self.start if self.start else a
+            a = self.low + (torch.tanh(a) + 1.0) * (0.5 * (self.high - self.low))
+        elif self.clip:
+            a = torch.maximum(torch.minimum(a, self.high), self.low)
+        for step in self.act_steps:
+            a = step(a)
+        return a
+
+
+def _obs_step(wrapper: gym.ObservationWrapper) -> Callable[[Tensor], Tensor]:
+    """A batched torch twin of one observation adapter (its ``observation``)."""
+    if isinstance(wrapper, OneHotObservation):
+        n, start = wrapper._n, wrapper._start
+        return lambda x: F.one_hot(x.long() - start, n).to(torch.float32)
+    if isinstance(wrapper, Float32Observation):
+        return lambda x: x.flatten(1).to(torch.float32)
+    if isinstance(wrapper, ByteImage):
+        shape, bools = wrapper._shape, wrapper._bool
+        return lambda x: (x.to(torch.uint8) * (255 if bools else 1)).reshape(-1, *shape)
+    raise UsageError(f"export: no torch version of the adapter {type(wrapper).__name__}")
+
+
+def _act_step(wrapper: gym.ActionWrapper) -> Callable[[Tensor], Tensor]:
+    """A batched torch twin of one action adapter (its ``action``)."""
+    if isinstance(wrapper, ZeroBasedActions):
+        start = int(wrapper._start)
+        return lambda a: a + start
+    if isinstance(wrapper, FlatMultiDiscrete):
+        shape, start = wrapper._shape, torch.as_tensor(wrapper._start)
+        return lambda a: a.reshape(-1, *shape) + start
+    if isinstance(wrapper, FlatActions):
+        shape, dtype = wrapper._shape, torch.from_numpy(np.zeros(0, wrapper._dtype)).dtype
+        return lambda a: a.reshape(-1, *shape).to(dtype)
+    raise UsageError(f"export: no torch version of the adapter {type(wrapper).__name__}")
 
 
 def _adapters_of(env: gym.Env) -> tuple[list[gym.Wrapper], gym.Env]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from a3c.envs.refs import reference_to
 from a3c.evaluation import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
@@ -26,7 +27,10 @@ LOG = "evaluation and logging"
 @dataclass
 class A3CConfig(EngineConfig):
     env: str = setting(
-        "CartPole-v1", "Gymnasium id, or module:Env-vN to import module first", group=RUN
+        "CartPole-v1",
+        "Gymnasium id; module:Env-vN imports module first (to register Env-vN); "
+        "module:factory calls a function of module that returns the env",
+        group=RUN,
     )
     env_kwargs: dict[str, Any] = setting(
         help="keywords for the env: gymnasium.make's (max_episode_steps=500, Atari's "
@@ -35,6 +39,15 @@ class A3CConfig(EngineConfig):
         "counts agent steps, also for Atari",
         factory=dict,
         group=RUN,
+    )
+    wrappers: tuple[str, ...] = setting(
+        (),
+        "a gymnasium wrapper as module:callable, called as callable(env) after the "
+        "family's preprocessing (Atari, MinAtar); repeat the flag for several, applied in "
+        "order; also in evaluation, a3c.evaluate and on resume",
+        group=RUN,
+        aliases=("--wrapper",),
+        metavar="MODULE:CALLABLE",
     )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1
@@ -199,6 +212,12 @@ class A3CConfig(EngineConfig):
     )
 
     def __post_init__(self) -> None:
+        # The Python API also takes an env factory and wrappers as callables: each process
+        # imports them by name (a3c.envs.refs), and config.json records the names.
+        if callable(self.env):
+            self.env = reference_to(self.env, "env factory")
+        if isinstance(self.wrappers, (list, tuple)):
+            self.wrappers = tuple(reference_to(w, "wrapper") for w in self.wrappers)
         check(self)
         if self.algo != "appo":
             return
@@ -213,3 +232,8 @@ class A3CConfig(EngineConfig):
                 f"minibatches (--minibatches) {self.minibatches} is more than the "
                 f"{samples} samples of a rollout (--n-steps x --envs-per-worker)"
             )
+
+    def env_options(self) -> dict[str, Any]:
+        """The keywords of :func:`a3c.envs.make_env` beside the id: ``--env-kwargs`` and
+        ``--wrapper``s; checkpoints keep them, so a policy is always played as trained."""
+        return {**self.env_kwargs, **({"wrappers": list(self.wrappers)} if self.wrappers else {})}

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.config import A3CConfig
+from a3c.envs.refs import reference_to
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping
 from hogwild.errors import UsageError
@@ -89,11 +90,14 @@ def resolve_preset(
 
 
 def _family(env: str) -> str:
-    """An env's family preset (Atari, MinAtar, else the default): its game tables sit on it."""
-    from a3c.envs import atari, minatar
+    """An env's family preset (Atari, MinAtar, MiniGrid, else the default): its games'
+    tables sit on it."""
+    from a3c.envs import atari, minatar, minigrid
 
     if minatar.is_minatar_id(env):
         return "minatar"
+    if minigrid.is_minigrid_id(env):
+        return "minigrid"
     if atari.is_atari_id(env):
         return "atari"
     return FALLBACK
@@ -119,12 +123,19 @@ def config_for(
 ) -> A3CConfig:
     """The config a run uses: defaults <- preset for ``env`` <- config file <- ``overrides``.
 
+    ``env`` is an id or a module-level function (or class) that returns the env;
+    ``wrappers=[...]`` takes wrapper callables or ``"module:callable"`` texts.
+
     ``config_for("Acrobot-v1", workers=2)`` is what ``a3c.train --env Acrobot-v1
     --workers 2`` runs; ``preset=None`` applies none. With ``resume=CHECKPOINT`` (a
     keyword or in the file) the resumed run's own settings replace the defaults and the
     preset, so it continues as it was; the file and keywords still apply over them.
     """
     from_file = read_config_file(config_file) if config_file is not None else {}
+    if callable(env):  # an env factory, imported by name in every process
+        env = reference_to(env, "env factory")
+    if isinstance(overrides.get("wrappers"), (list, tuple)):
+        overrides["wrappers"] = [reference_to(w, "wrapper") for w in overrides["wrappers"]]
     overrides = overrides_from_mapping(A3CConfig, overrides, "config_for")
     resume = overrides.get("resume") or from_file.get("resume")
     if resume:

@@ -117,7 +117,7 @@ class A3CRun:
     def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
         self.cfg = cfg
         self.callbacks = list(callbacks)
-        spaces = env_spaces(cfg.env, **cfg.env_kwargs)
+        spaces = env_spaces(cfg.env, **cfg.env_options())
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
@@ -185,7 +185,7 @@ class A3CRun:
                 functools.partial(
                     score_greedy,
                     env_id=cfg.env,
-                    env_kwargs=dict(cfg.env_kwargs),
+                    env_kwargs=cfg.env_options(),
                     episodes=cfg.eval_episodes,
                     seed=cfg.seed + 10_000,
                     max_steps=cfg.eval_max_steps,
@@ -531,7 +531,7 @@ class A3CRun:
             "model_spec": self.spec.to_dict(),
             "config": self.rundir.config,
             "env_id": self.cfg.env,
-            "env_kwargs": dict(self.cfg.env_kwargs),
+            "env_kwargs": self.cfg.env_options(),
             "env_steps": self.global_steps,
             "wall_time": self._run_seconds(time.monotonic()),
             "history": self.history.state(),

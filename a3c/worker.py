@@ -55,7 +55,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     env_steps, global_steps = run.env_steps, run.global_steps
     obs_rms, return_rms = run.obs_rms, run.return_rms
     T, K = cfg.n_steps, cfg.envs_per_worker
-    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_kwargs)
+    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
     model = spec.build()
     local = flatten_parameters(model)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)

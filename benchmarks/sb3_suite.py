@@ -61,6 +61,20 @@ _ZOO_MUJOCO_NET = {
         "net_arch": {"pi": [256, 256], "vf": [256, 256]},
     }
 }
+_ZOO_MINIGRID = (
+    8,
+    True,
+    {
+        "n_steps": 128,
+        "batch_size": 64,
+        "gae_lambda": 0.95,
+        "gamma": 0.99,
+        "n_epochs": 10,
+        "ent_coef": 0.0,
+        "learning_rate": 2.5e-4,
+        "clip_range": 0.2,
+    },
+)
 _SDE = {"use_sde": True, "policy_kwargs": {"log_std_init": -2, "ortho_init": False}}
 
 #: RL-Zoo's settings: algo -> env -> (n_envs, normalize, keyword arguments).
@@ -161,6 +175,9 @@ ZOO = {
             },
         ),
         "MinAtar/Breakout-v1": (8, False, {"ent_coef": 0.01}),
+        # RL-Zoo's minigrid-defaults (its MiniGrid entries, e.g. MiniGrid-DoorKey-5x5-v0),
+        # on MiniGrid's FlatObsWrapper (see minigrid_flat).
+        **dict.fromkeys(("MiniGrid-Empty-5x5-v0", "MiniGrid-DoorKey-5x5-v0"), _ZOO_MINIGRID),
     },
 }
 ALGOS = {"a2c": A2C, "ppo": PPO}
@@ -220,9 +237,22 @@ def minatar_flat(env_id: str) -> gym.Env:
     return gym.wrappers.TransformObservation(env, lambda o: (o / 255).astype(np.float32), space)
 
 
+def minigrid_flat(env_id: str) -> gym.Env:
+    """A MiniGrid env as RL-Zoo gives it to SB3: ``FlatObsWrapper`` (the 7x7x3 view and
+    the mission's characters one-hot, in one vector)."""
+    import minigrid  # noqa: F401  (registers the ids)
+    from minigrid.wrappers import FlatObsWrapper
+
+    return FlatObsWrapper(gym.make(env_id))
+
+
 def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = False) -> Solved:
     n_envs, normalize, kwargs = zoo_settings(algo, env_id)
-    make = functools.partial(minatar_flat, env_id) if env_id.startswith("MinAtar/") else env_id
+    make = env_id
+    if env_id.startswith("MinAtar/"):
+        make = functools.partial(minatar_flat, env_id)
+    elif env_id.startswith("MiniGrid-"):
+        make = functools.partial(minigrid_flat, env_id)
     venv = make_vec_env(make, n_envs=n_envs, seed=seed)
     if normalize:
         venv = VecNormalize(venv, gamma=kwargs.get("gamma", 0.99))

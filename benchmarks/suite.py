@@ -49,10 +49,13 @@ SUITE = {
     "HalfCheetah-v5": 600,
     "Hopper-v5": 600,
     "MinAtar/Breakout-v1": 600,
+    "MiniGrid-Empty-5x5-v0": 60,
+    "MiniGrid-DoorKey-5x5-v0": 180,
 }
 
-#: Targets for envs whose Gymnasium spec has no reward_threshold (RL-Zoo's "solved").
-TARGETS = {"Pendulum-v1": -200.0}
+#: Targets for envs whose Gymnasium spec has no reward_threshold (RL-Zoo's "solved";
+#: MiniGrid's reward is 1 - 0.9 x steps / limit: 0.9 is the goal within ~10% of the limit).
+TARGETS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-5x5-v0": 0.9, "MiniGrid-DoorKey-5x5-v0": 0.9}
 
 #: Envs measured by the return reached (after MILESTONE_STEPS env steps and at the end of
 #: the budget), not by the time to a threshold: no one solves these in minutes (nor any
@@ -224,7 +227,7 @@ def main() -> None:
         for env in args.envs:
             budget = args.budget or SUITE.get(env, 300)
             try:
-                make_env(env).close()
+                make_env(env, **config_for(env).env_options()).close()  # the preset's wrappers
             except UsageError as e:  # e.g. LunarLander without the box2d extra
                 print(f"  {env}: skipped: {e}", flush=True)
                 lines.append(f"| {env} | | | skipped: {e} | | |")

@@ -97,6 +97,8 @@ def _parse_text(kind: type, text: str) -> Any:
     """A flag's text as ``kind``; raises ``ValueError`` with a short reason."""
     if typing.get_origin(kind) is dict:
         return _parse_pairs(text)
+    if _is_text_list(kind):
+        return text  # one item per use of a repeatable flag
     if typing.get_origin(kind) is tuple:
         try:
             return tuple(int(x) for x in text.split(","))
@@ -113,6 +115,11 @@ def _parse_text(kind: type, text: str) -> Any:
         except ValueError:
             raise ValueError(f"expected a number, got {text!r}") from None
     return text
+
+
+def _is_text_list(kind: type) -> bool:
+    """``tuple[str, ...]``: a repeatable flag, one item per use."""
+    return typing.get_origin(kind) is tuple and typing.get_args(kind)[:1] == (str,)
 
 
 def _parse_pairs(text: str) -> dict[str, Any]:
@@ -136,7 +143,7 @@ def _parse_pairs(text: str) -> dict[str, Any]:
 
 def _shown(default: Any) -> Any:
     if isinstance(default, tuple):
-        return ",".join(map(str, default))
+        return ",".join(map(str, default)) or "none"
     if isinstance(default, dict):
         return ",".join(f"{k}={v}" for k, v in default.items()) or "none"
     return default
@@ -186,6 +193,8 @@ def add_flags(
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
             kwargs["type"] = _argtype(kind, optional)
+            if _is_text_list(kind):
+                kwargs["action"] = "append"
             if rule.choices is not None:
                 kwargs["choices"] = rule.choices
             metavar = _METAVARS.get(typing.get_origin(kind) or kind)
@@ -222,6 +231,10 @@ def _coerce(kind: type, optional: bool, value: Any, where: str) -> Any:
         if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
             return dict(value)
         raise UsageError(f"{where} must be a table of KEY = VALUE, got {value!r}")
+    if _is_text_list(kind):
+        if isinstance(value, (list, tuple)) and all(isinstance(x, str) for x in value):
+            return tuple(value)
+        raise UsageError(f"{where} must be a list of strings, got {value!r}")
     if typing.get_origin(kind) is tuple:
         if isinstance(value, (list, tuple)) and all(
             isinstance(x, int) and not isinstance(x, bool) for x in value
@@ -309,6 +322,18 @@ class EngineConfig:
     )
     logdir: str = setting("runs", "parent folder of run folders", group=EVAL, metavar="DIR")
     run_name: str | None = setting(None, "run folder suffix", group=EVAL, metavar="NAME")
+    track: bool = setting(
+        False,
+        "also send the run to Weights & Biases (config and every TensorBoard scalar; extra "
+        "[wandb]; WANDB_MODE=offline records without the network)",
+        group=EVAL,
+    )
+    wandb_project: str | None = setting(
+        None, "--track: the W&B project (none: hogwild-a3c)", group=EVAL, metavar="NAME"
+    )
+    wandb_entity: str | None = setting(
+        None, "--track: the W&B team or user (none: your default)", group=EVAL, metavar="NAME"
+    )
     resume: str | None = setting(
         None, "continue a run from its checkpoint.pt", group=EVAL, metavar="CHECKPOINT"
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 from torch.utils.tensorboard import SummaryWriter
 
+from hogwild import tracking
 from hogwild.errors import UsageError
 from hogwild.files import make_dirs, os_reason, remove_created, write_atomic
 
@@ -47,6 +48,9 @@ class RunDir:
         """
         self.config = config_dict(config)
         self._failed = False
+        self.tracked = None  # the W&B run under --track
+        if self.config.get("track"):
+            tracking.require()
         created: list[Path] = []
         if resume_dir is not None:
             self.path = Path(resume_dir)
@@ -58,9 +62,14 @@ class RunDir:
         text = json.dumps(self.config, indent=2) + "\n"
         try:
             write_atomic(self.path / "config.json", lambda f: f.write(text.encode()))
+            if self.config.get("track"):
+                self.tracked = tracking.start(self.config, self.path)
             self.writer = SummaryWriter(str(self.path))
             table = "\n".join(f"| {k} | `{v}` |" for k, v in self.config.items())
             self.writer.add_text("config", "| key | value |\n|---|---|\n" + table, 0)
+        except UsageError:
+            remove_created(created)
+            raise
         except OSError as e:
             remove_created(created)
             reason = os_reason(e)
@@ -86,6 +95,8 @@ class RunDir:
             metrics = {f"hparam/{k}": v for k, v in final_metrics.items()}
             self._write(lambda: self.writer.add_hparams(hparams, metrics, run_name="."))
         self._write(self.writer.close, closing=True)
+        tracking.finish(self.tracked)
+        self.tracked = None
 
     def _write(self, write: Callable[[], object], closing: bool = False) -> None:
         """Run one writer call; the first that fails (folder removed, disk full) is one

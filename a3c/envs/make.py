@@ -23,15 +23,18 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers import TimeLimit
 
-from a3c.envs import atari, minatar
+from a3c.envs import atari, minatar, minigrid
+from a3c.envs.refs import apply_wrappers, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
 from hogwild.errors import UsageError
 
@@ -39,13 +42,22 @@ __all__ = ["env_spaces", "final_observations", "make_atari_env", "make_env", "ma
 
 
 def make_env(
-    env_id: str, seed: int | None = None, *, scoring: bool = False, **kwargs: Any
+    env_id: str,
+    seed: int | None = None,
+    *,
+    scoring: bool = False,
+    wrappers: Sequence[str] = (),
+    **kwargs: Any,
 ) -> gym.Env:
     """Build one validated environment (see the module docstring for what is accepted).
 
     ``env_id`` is anything ``gymnasium.make`` accepts, including ``"module:EnvName-v0"``,
     which imports ``module`` first so that it can register ``EnvName-v0`` (this also
-    works in freshly spawned worker processes). ``kwargs`` go to ``gymnasium.make``
+    works in freshly spawned worker processes), or ``"module:factory"``, a callable of
+    that module that returns the env (called with ``kwargs``; ``max_episode_steps`` is
+    applied as a ``TimeLimit``). ``wrappers``: ``"module:callable"`` references, each
+    called as ``wrapper(env)`` in order, after the Atari/MinAtar preprocessing and before
+    the adapter to the policy's spaces (:mod:`a3c.envs.refs`). ``kwargs`` go to ``gymnasium.make``
     (e.g. ``max_episode_steps``), except, for Atari ids, the keywords of
     :func:`~a3c.envs.atari.wrap_atari` (``screen_size``, ``frame_stack``, ...), which
     takes ``max_episode_steps`` too, so that it counts agent steps, not frames. With a
@@ -68,7 +80,7 @@ def make_env(
             env = _checked(atari.wrap_atari, env_id, env, options)
         elif minatar.is_minatar_id(env_id):
             env = minatar.wrap_minatar(env)
-        return adapt_spaces(env, env_id)
+        return adapt_spaces(apply_wrappers(env, wrappers), env_id)
 
     return wrap_and_seed(env, wrap, seed)
 
@@ -181,7 +193,8 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
     module, _, name = env_id.rpartition(":")
     if env_id.count(":") > 1 or (":" in env_id and not (module and name)):
         raise UsageError(
-            f"malformed environment id {env_id!r}; expected 'Name-vN' or 'module:Name-vN'"
+            f"malformed environment id {env_id!r}; expected 'Name-vN', 'module:Name-vN' "
+            "or 'module:factory'"
         )
     if module:
         # gymnasium.make would import it too; doing it first tells "your module does not
@@ -193,10 +206,14 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
                 f"cannot import module {module!r} of environment id {env_id!r}: {_one_line(e)}"
             ) from e
 
+        if name not in gym.registry and callable(getattr(sys.modules[module], name, None)):
+            return _from_factory(env_id, kwargs)
     if atari.is_atari_id(env_id):
         kwargs = atari.atari_make_kwargs(env_id, kwargs)  # registers; frameskip=1
     elif minatar.is_minatar_id(env_id):
         minatar.register_minatar_envs(env_id)
+    elif minigrid.is_minigrid_id(env_id):
+        minigrid.register_minigrid_envs(env_id)
     try:
         return gym.make(env_id, **kwargs)
     except gym.error.DependencyNotInstalled as e:
@@ -217,6 +234,21 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
         raise UsageError(
             f"bad arguments for environment {env_id!r}: {_one_line(e.__cause__ or e)}"
         ) from e
+
+
+def _from_factory(ref: str, kwargs: dict[str, Any]) -> gym.Env:
+    """The env that the factory ``ref`` returns for ``kwargs``, with ``max_episode_steps``
+    as a ``TimeLimit`` (as ``gymnasium.make`` applies it for a registered id)."""
+    kwargs = dict(kwargs)
+    limit = kwargs.pop("max_episode_steps", None)
+    try:
+        env = resolve(ref, "env factory")(**kwargs)
+    except TypeError as e:
+        raise UsageError(f"bad arguments for env factory {ref!r}: {_one_line(e)}") from e
+    if not isinstance(env, gym.Env):
+        kind = type(env).__name__
+        raise UsageError(f"env factory {ref!r} returned a {kind}, not a gymnasium.Env")
+    return env if limit is None else TimeLimit(env, int(limit))
 
 
 #: Words in Gymnasium's "not installed" messages -> this project's extra that installs it.

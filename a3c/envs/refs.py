@@ -1,0 +1,63 @@
+"""Your own code by name: ``module:callable`` references to env factories and wrappers.
+
+A run's env and wrappers cross process boundaries (forked workers, the spawned
+evaluator, ``--resume``, ``a3c.evaluate`` days later), so they travel as text that each
+process imports, as RL-Zoo's ``env_wrapper`` and Gymnasium's ``module:Env-v0`` ids do, and
+``config.json`` records exactly what ran.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+
+from hogwild.errors import UsageError
+
+__all__ = ["apply_wrappers", "reference_to", "resolve"]
+
+
+def resolve(ref: str, what: str) -> Callable[..., Any]:
+    """The callable that ``"package.module:name"`` (or ``name.attr``) names; one-line errors."""
+    module_name, sep, name = ref.partition(":") if isinstance(ref, str) else ("", "", "")
+    if not (sep and module_name and name) or ":" in name:
+        raise UsageError(f"{what} {ref!r} must be written module:callable, e.g. mypkg.envs:wrap")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UsageError(f"cannot import module {module_name!r} of {what} {ref!r}: {e}") from e
+    for part in name.split("."):
+        if not hasattr(target, part):
+            raise UsageError(f"module {module_name!r} has no {name!r} ({what} {ref!r})")
+        target = getattr(target, part)
+    if not callable(target):
+        raise UsageError(f"{what} {ref!r} is a {type(target).__name__}, not a callable")
+    return target
+
+
+def reference_to(fn: Callable[..., Any], what: str) -> str:
+    """``"module:qualname"`` of a module-level callable, the text that :func:`resolve` reads
+    back in every process; lambdas and nested functions cannot be imported, so refused."""
+    if isinstance(fn, str):
+        return fn
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    if not module or not qualname or "<" in qualname:
+        raise UsageError(
+            f"{what} {fn!r} must be a module-level function or class (each process imports "
+            "it by name); pass it, or write 'module:name'"
+        )
+    return f"{module}:{qualname}"
+
+
+def apply_wrappers(env: gym.Env, refs: Sequence[str]) -> gym.Env:
+    """``env`` wrapped by each referenced wrapper in order (each called as ``wrapper(env)``)."""
+    for ref in refs:
+        wrapped = resolve(ref, "wrapper")(env)
+        if not isinstance(wrapped, gym.Env):
+            raise UsageError(
+                f"wrapper {ref!r} returned a {type(wrapped).__name__}, not a gymnasium.Env"
+            )
+        env = wrapped
+    return env

@@ -1,0 +1,57 @@
+"""``--track``: the run in Weights & Biases too (CleanRL's habit), beside TensorBoard.
+
+W&B's own TensorBoard sync carries every scalar the run logs, so nothing logs twice; the
+W&B run is named after the run folder, takes ``config.json`` as its config, and keeps its
+files in the run folder (``wandb/``), so one folder still holds the whole run. A resumed
+run continues the same W&B run (its id is the folder's name). ``WANDB_MODE=offline``
+records without the network; ``wandb sync`` uploads later.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from hogwild.errors import UsageError
+
+DEFAULT_PROJECT = "hogwild-a3c"
+
+
+def require() -> None:
+    """Refuse ``--track`` in one line when wandb is not installed (before any folder exists)."""
+    try:
+        import wandb  # noqa: F401
+    except ImportError:
+        raise UsageError(
+            '--track needs wandb: pip install "hogwild-a3c[wandb]" '
+            '(or, from a checkout, pip install -e ".[wandb]")'
+        ) from None
+
+
+def start(config: dict[str, Any], run_dir: Path) -> Any:
+    """A W&B run synced from this run's TensorBoard events; call before the SummaryWriter
+    is made (W&B hooks TensorBoard's writer). Its failures are one-line UsageErrors."""
+    import wandb
+
+    try:
+        return wandb.init(
+            project=config.get("wandb_project") or DEFAULT_PROJECT,
+            entity=config.get("wandb_entity"),
+            name=run_dir.name,
+            id=re.sub(r"[^A-Za-z0-9_-]", "-", run_dir.name)[-64:],
+            resume="allow",
+            config=config,
+            dir=str(run_dir),
+            sync_tensorboard=True,
+            # Workers are forked from this process: no console-capturing threads in it.
+            settings=wandb.Settings(console="off"),
+        )
+    except Exception as e:  # wandb raises many kinds (no API key, no network, bad entity)
+        text = " ".join(str(e).split()) or type(e).__name__
+        raise UsageError(f"--track: Weights & Biases refused the run: {text}") from e
+
+
+def finish(run: Any) -> None:
+    if run is not None:
+        run.finish()

@@ -8,59 +8,16 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import torch
 
-from a3c.envs import env_spaces, make_env
-from a3c.evaluation import DEFAULT_EVAL_MAX_STEPS, play_episodes
-from a3c.policy import ActorCritic, ModelSpec
-from hogwild.checkpoint import load_checkpoint
+from a3c.envs import make_env
+from a3c.use.evaluation import DEFAULT_EVAL_MAX_STEPS, play_episodes
+from a3c.use.saved import load_policy
 from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
-
-
-class SavedPolicy(NamedTuple):
-    model: ActorCritic
-    env_id: str
-    env_kwargs: dict[str, Any]  # the run's --env-kwargs (screen size, ...): play it as trained
-
-
-def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
-    """The model saved in an A3C checkpoint, ready for inference, and the env to play it on:
-    its own, or ``env`` if that env's spaces fit the policy (else a one-line UsageError)."""
-    ckpt = load_checkpoint(path, required=("model", "model_spec", "env_id"))
-    env_kwargs = dict(ckpt.get("env_kwargs") or {})  # absent from older checkpoints
-    model = ModelSpec.from_dict(ckpt["model_spec"]).build()
-    try:
-        model.load_state_dict(ckpt["model"])
-    except (RuntimeError, KeyError) as e:
-        first = str(e).splitlines()[0]
-        raise UsageError(f"{path}: weights do not fit the saved model ({first})") from None
-    env_id = str(ckpt["env_id"])
-    if env and env != env_id:
-        spaces, spec = env_spaces(env, **env_kwargs), model.spec
-        if (spaces.obs_shape, spaces.obs_dtype, spaces.action) != (
-            spec.obs_shape,
-            spec.obs_dtype,
-            spec.action,
-        ):
-            raise UsageError(
-                f"env {env} has observations {spaces.obs_dtype} {spaces.obs_shape} and"
-                f" actions {_action_text(spaces.action)}; the policy in {path} takes"
-                f" {spec.obs_dtype} {spec.obs_shape} and acts in"
-                f" {_action_text(spec.action)} ({env_id})"
-            )
-        env_id = env
-    return SavedPolicy(model.eval(), env_id, env_kwargs)
-
-
-def _action_text(action: dict) -> str:
-    if action["type"] == "box":
-        return f"Box of {len(action['low'])}"
-    size = action.get("n", action.get("nvec"))
-    return f"{action['type']} {size}"
 
 
 def _make_recording_env(env_id: str, folder: str, env_kwargs: dict[str, Any]) -> gym.Env:

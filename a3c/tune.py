@@ -9,7 +9,7 @@ the search found against it. The best settings are written as a TOML file that
 ``a3c.train --config`` takes.
 
 Ranges come from :data:`SPACE`, each clipped to the range its setting declares
-(:mod:`a3c.config`), so a search never proposes a value a run would refuse. ``--jobs J``
+(:mod:`a3c.run.config`), so a search never proposes a value a run would refuse. ``--jobs J``
 runs J trials at once, each in its own process (Optuna's journal file keeps the study),
 with ``--workers`` each: give J x workers <= your cores.
 
@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from a3c.config import A3CConfig
 from a3c.envs.make import make_env
-from a3c.presets import config_for
+from a3c.run.config import A3CConfig
+from a3c.run.presets import config_for
 from hogwild.cli import run_cli
 from hogwild.errors import UsageError
 
@@ -152,7 +152,7 @@ class CurveScore:
 def objective(args: argparse.Namespace, trial: Any) -> float:
     import optuna
 
-    from a3c.train import train
+    from a3c.run.trainer import train
 
     settings = suggest(trial, space(args.algo)) if trial.number > 0 or not args.preset_first else {}
     try:

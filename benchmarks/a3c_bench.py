@@ -19,8 +19,8 @@ from dataclasses import replace
 
 import torch
 
-from a3c.config import A3CConfig
-from a3c.train import train
+from a3c.run.config import A3CConfig
+from a3c.run.trainer import train
 
 
 def steps_per_second(cfg: A3CConfig, seconds: float) -> float:

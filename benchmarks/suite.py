@@ -35,8 +35,8 @@ from a3c.envs import make_env
 from a3c.envs.atari import is_atari_id
 from a3c.envs.minatar import is_minatar_id
 from a3c.plot import Curve, read_curve
-from a3c.presets import config_for
-from a3c.train import train
+from a3c.run.presets import config_for
+from a3c.run.trainer import train
 from hogwild.errors import UsageError
 
 #: env id -> wall-time budget per seed (s), within the issue's 15 minutes.

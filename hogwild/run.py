@@ -98,6 +98,24 @@ class RunApp(Protocol):
         """Workers stopped, final checkpoint written: summarise; the run folder's metrics."""
 
 
+class Watched(Protocol):
+    """A process beside the workers (an evaluator) as the loop sees it: the app builds,
+    starts and feeds it; the loop waits on it with the workers and stops or kills it with
+    them (:meth:`RunLoop.watch`)."""
+
+    def waitables(self) -> list[Any]:
+        """What to wake up on (its pipe, its process sentinel)."""
+
+    def request_stop(self) -> None:
+        """Ask it to finish (Ctrl-C, SIGTERM)."""
+
+    def kill_now(self) -> None:
+        """Kill it (a second signal)."""
+
+    def stop(self) -> None:
+        """Stop it and wait (the run's end)."""
+
+
 class NullRunDir:
     """The run folder of nodes other than rank 0: they log nothing (rank 0 owns the run)."""
 
@@ -152,7 +170,7 @@ class RunLoop:
         self.nodes = self.sync.world if self.sync else 1
         self.rundir: RunDir | NullRunDir = NullRunDir()
         self.checkpoint_path: Path | None = None
-        self.evaluator: Any = None  # waitables(), request_stop(), kill_now(), stop()
+        self.evaluator: Watched | None = None
         self.pool: BufferPool | None = None
         self.supervisor: Supervisor | None = None
         self.shutdown = GracefulShutdown()
@@ -179,6 +197,10 @@ class RunLoop:
             self.rundir = RunDir(self.cfg.logdir, name, config, run_name, resume_dir=resume_dir)
             self.checkpoint_path = self.checkpoint_path or self.rundir.path / "checkpoint.pt"
         return self.rundir
+
+    def watch(self, evaluator: Watched) -> None:
+        """Wait on ``evaluator`` with the workers from now on, and stop it with them."""
+        self.evaluator = evaluator
 
     def open_pool(self) -> Supervisor:
         """The telemetry pool and the supervisor that reads it (before the first group)."""

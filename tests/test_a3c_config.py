@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from a3c.cli import build_parser, config_from_args
-from a3c.config import A3CConfig
-from a3c.presets import config_for, load_presets, resolve_preset
+from a3c.run.cli import build_parser, config_from_args
+from a3c.run.config import A3CConfig
+from a3c.run.presets import config_for, load_presets, resolve_preset
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
 
@@ -47,7 +47,7 @@ def test_a_games_table_is_laid_over_its_familys(monkeypatch):
         "atari": {"conv": "a3c", "lr": 7e-4},
         "PongNoFrameskip-v4": {"lr": 1e-3},
     }
-    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
     assert resolve_preset("PongNoFrameskip-v4") == (
         "PongNoFrameskip-v4",
         {"conv": "a3c", "lr": 1e-3},
@@ -59,7 +59,7 @@ def test_a_games_table_is_laid_over_its_familys(monkeypatch):
 
 def test_precedence_defaults_preset_file_flags(tmp_path, monkeypatch):
     presets = {"default": {}, "Acrobot-v1": {"lr": 1e-3, "n_steps": 7, "gamma": 0.97}}
-    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
     file = tmp_path / "my.toml"
     file.write_text('env = "Acrobot-v1"\nn_steps = 9\ngamma = 0.95\nhidden = [32, 16]\n')
 
@@ -81,7 +81,7 @@ def test_precedence_defaults_preset_file_flags(tmp_path, monkeypatch):
 
 def test_config_json_records_what_the_run_used(tmp_path, monkeypatch):
     presets = {"default": {}, "CartPole-v1": {"n_steps": 6}}
-    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
     file = tmp_path / "my.toml"
     file.write_text("gamma = 0.95\n")
     code = train_main(
@@ -153,7 +153,7 @@ def test_python_api_gets_the_same_checks(kwargs, message):
 
 def test_bool_flags_turn_preset_values_off(monkeypatch):
     presets = {"default": {}, "CartPole-v1": {"normalize_reward": True}}
-    monkeypatch.setattr("a3c.presets.load_presets", lambda: presets)
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
     assert parse("--no-normalize-reward").normalize_reward is False
     assert parse().normalize_reward is True
 
@@ -164,9 +164,9 @@ def test_unknown_preset_is_one_line(capsys, tmp_path):
 
 
 def test_presets_file_ships_with_the_package():
-    import a3c
+    import a3c.run
 
-    assert (Path(a3c.__file__).parent / "presets.toml").is_file()
+    assert (Path(a3c.run.__file__).parent / "presets.toml").is_file()
 
 
 def test_resume_takes_the_runs_own_settings(tmp_path):

@@ -15,8 +15,8 @@ from gymnasium import spaces
 from policy_helpers import mlp
 
 from a3c.envs import env_spaces, final_observations, make_env, make_vector_env
+from a3c.learning.returns import gae, next_state_values
 from a3c.policy import ModelSpec, log_prob_entropy, sample_actions
-from a3c.returns import gae, next_state_values
 from hogwild.errors import UsageError
 
 

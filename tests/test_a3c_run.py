@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from a3c.config import A3CConfig
-from a3c.train import train
-from a3c.worker import _learning_rate
+from a3c.learning.worker import _learning_rate
+from a3c.run.config import A3CConfig
+from a3c.run.trainer import train
 from hogwild.checkpoint import load_checkpoint
 
 

@@ -14,10 +14,10 @@ import torch
 from proc_helpers import child_pids, descendants, pid_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from a3c.config import A3CConfig
 from a3c.evaluate import main as evaluate_main
+from a3c.run.config import A3CConfig
+from a3c.run.trainer import train
 from a3c.train import main as train_main
-from a3c.train import train
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from a3c.presets import config_for
-from a3c.train import train
+from a3c.run.presets import config_for
+from a3c.run.trainer import train
 
 pytestmark = pytest.mark.slow
 

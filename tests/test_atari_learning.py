@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from a3c.evaluate import load_policy
 from a3c.evaluate import main as evaluate_main
-from a3c.presets import config_for
-from a3c.train import train
+from a3c.run.presets import config_for
+from a3c.run.trainer import train
+from a3c.use.saved import load_policy
 from hogwild.checkpoint import load_checkpoint
 
 pytest.importorskip("ale_py", reason="the Atari tests need the atari extra (ale-py)")

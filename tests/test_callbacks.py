@@ -8,8 +8,8 @@ import pytest
 from proc_helpers import child_pids, pid_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from a3c import RunEvent, config_for, train
-from a3c.callbacks import STOPPED
+from a3c.api import RunEvent, config_for, train
+from a3c.run.callbacks import STOPPED
 from hogwild.errors import UsageError
 
 

@@ -19,19 +19,19 @@ import torch
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from policy_helpers import mlp
 
-from a3c.cli import build_parser, config_from_args
-from a3c.config import A3CConfig
 from a3c.envs.atari import FireOnLifeLoss
 from a3c.envs.episodes import episode_scores
 from a3c.envs.make import env_spaces, make_env
 from a3c.evaluate import build_parser as evaluate_parser
-from a3c.evaluation import (
+from a3c.policy import ModelSpec
+from a3c.run.cli import build_parser, config_from_args
+from a3c.run.config import A3CConfig
+from a3c.use.evaluation import (
     DEFAULT_EVAL_MAX_STEPS,
     episode_cap,
     play_episodes,
     score_greedy,
 )
-from a3c.policy import ModelSpec
 from hogwild.errors import UsageError
 
 NOOP, FIRE, RIGHT, LEFT = 0, 1, 2, 3  # Breakout's and Pong's first actions
@@ -263,7 +263,7 @@ def test_a_recurrent_state_starts_afresh_after_a_lost_life():
 # -- 6: the evaluator's own step cap -------------------------------------------------------
 def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
     model = mlp(2, 2)
-    with caplog.at_level(logging.WARNING, logger="a3c.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="a3c.use.evaluation"):
         metrics = score_greedy(
             model, "cpu", 7, env_id=ENDLESS_ID, env_kwargs={}, episodes=2, seed=0, max_steps=CAP
         )
@@ -277,7 +277,7 @@ def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
 
 def test_episodes_the_env_itself_ends_are_not_capped(caplog, one_thread):
     model = mlp(4, 2)
-    with caplog.at_level(logging.WARNING, logger="a3c.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="a3c.use.evaluation"):
         metrics = score_greedy(
             model,
             "cpu",

@@ -7,7 +7,6 @@ tested, and one worker (1-2 s of training) unless the flag is about workers.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -21,11 +20,13 @@ import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from a3c.config import A3CConfig
-from a3c.evaluate import load_policy
 from a3c.evaluate import main as evaluate_main
 from a3c.policy import ModelSpec
+from a3c.run import stopping
+from a3c.run.config import A3CConfig
+from a3c.run.trainer import train
 from a3c.train import main as train_main
+from a3c.use.saved import load_policy
 from hogwild.checkpoint import load_checkpoint
 from hogwild.flat import flatten_parameters
 from hogwild.mnist import main as mnist_main
@@ -34,8 +35,6 @@ from hogwild.optim import OPTIMIZERS
 pytestmark = pytest.mark.usefixtures("hang_guard")
 
 ROOT = Path(__file__).resolve().parents[1]
-# `a3c.train` the attribute is the train() function (a3c/__init__.py), not the module.
-train_module = importlib.import_module("a3c.train")
 
 
 def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
@@ -298,11 +297,11 @@ def test_evaluate_seed_and_stochastic(barely_trained, capsys):
 
 
 def test_python_evaluate_repeats_stochastic_returns_with_a_seed(barely_trained):
-    import a3c
+    from a3c.api import evaluate
 
-    first = a3c.evaluate(barely_trained, 5, seed=3, stochastic=True)
+    first = evaluate(barely_trained, 5, seed=3, stochastic=True)
     torch.manual_seed(999)  # whatever the caller's generator was doing
-    assert a3c.evaluate(barely_trained, 5, seed=3, stochastic=True).tolist() == first.tolist()
+    assert evaluate(barely_trained, 5, seed=3, stochastic=True).tolist() == first.tolist()
 
 
 # ---------------------------------------------------------- A3C: entropy-collapse warning
@@ -314,7 +313,7 @@ COLLAPSE = "warning: the policy's entropy fell to"
 def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
     """Adam at lr 0.05 with no entropy bonus makes CartPole's policy deterministic within
     a second; at 1e-5 the policy stays near uniform, stalled just as long but unwarned."""
-    monkeypatch.setattr(train_module, "STALL_S", 0.5)
+    monkeypatch.setattr(stopping, "STALL_S", 0.5)
     cfg = A3CConfig(
         env="CartPole-v1",
         workers=1,
@@ -331,7 +330,7 @@ def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
         logdir=str(tmp_path),
         seed=1,
     )
-    result = train_module.train(cfg)
+    result = train(cfg)
     assert result.exit_code == 0
     err = capfd.readouterr().err
     history = load_checkpoint(result.run_dir / "checkpoint.pt")["history"]

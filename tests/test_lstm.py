@@ -10,7 +10,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from a3c.collect import Collector
+from a3c.learning.collect import Collector
 from a3c.policy import ModelSpec
 
 

@@ -1,5 +1,6 @@
 """Running statistics, return scaling, the A3C loss, the model's nets and buffers, and the
-evaluator's snapshots: a3c.normalize, a3c.loss, a3c.policy, hogwild.flat, hogwild.evaluator."""
+evaluator's snapshots: a3c.learning.normalize, a3c.learning.loss, a3c.policy, hogwild.flat,
+hogwild.evaluator."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from engine_helpers import (
 from policy_helpers import mlp
 from torch import nn
 
-from a3c.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
-from a3c.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
+from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
+from a3c.learning.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
 from a3c.policy import OBS_CLIP, ActorCritic, log_prob_entropy
 from hogwild.evaluator import Evaluator
 from hogwild.flat import flatten_buffers, flatten_parameters

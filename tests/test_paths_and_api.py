@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from a3c.config import A3CConfig
-from a3c.train import train as a3c_train
+from a3c.run.config import A3CConfig
+from a3c.run.trainer import train as a3c_train
 from hogwild.checkpoint import load_checkpoint, save_checkpoint, save_checkpoint_or_warn
 from hogwild.errors import UsageError
 from hogwild.mnist.data import MD5, download_mnist
@@ -300,19 +300,19 @@ def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(mnist_dir, t
 # ------------------------------------------------------------------------ Python API
 
 
-def test_import_a3c_is_light_and_names_stay_functions():
-    """``import a3c`` pulls in no torch; ``a3c.train``/``a3c.evaluate`` are the functions even
-    when their modules were imported first; hogwild.mnist has its API too."""
+def test_import_a3c_is_light_and_the_api_has_its_own_module():
+    """``import a3c`` pulls in no torch; the commands are modules and the API's functions
+    live in a3c.api, so neither hides the other; hogwild.mnist has its API too."""
     code = "\n".join(
         [
             "import inspect, sys",
             "import a3c",
             "assert 'torch' not in sys.modules and 'gymnasium' not in sys.modules",
-            "import a3c.train, a3c.evaluate  # the command modules, first",
-            "from a3c import A3CConfig, A3CResult, config_for, evaluate, train",
-            "assert inspect.isfunction(train) and train.__module__ == 'a3c.train'",
-            "assert inspect.isfunction(evaluate) and a3c.evaluate is evaluate",
-            "assert sys.modules['a3c.train'].A3CResult is A3CResult",
+            "import a3c.train, a3c.evaluate  # the command modules",
+            "from a3c.api import A3CConfig, A3CResult, config_for, evaluate, train",
+            "assert inspect.ismodule(a3c.train) and inspect.ismodule(a3c.evaluate)",
+            "assert inspect.isfunction(train) and train.__module__ == 'a3c.run.trainer'",
+            "assert inspect.isfunction(evaluate) and a3c.train.train is train",
             "assert config_for('Acrobot-v1', workers=3).workers == 3",
             "assert isinstance(config_for('CartPole-v1'), A3CConfig)",
             "from hogwild.mnist import MnistConfig, train as mnist_train",
@@ -325,7 +325,7 @@ def test_import_a3c_is_light_and_names_stay_functions():
 
 
 def test_evaluate_refuses_a_bad_checkpoint_in_one_line(tmp_path):
-    from a3c import evaluate
+    from a3c.api import evaluate
 
     bad = tmp_path / "bad.pt"
     bad.write_bytes(b"not a checkpoint")

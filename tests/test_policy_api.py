@@ -13,7 +13,7 @@ import torch
 from gymnasium import spaces
 from policy_helpers import register_space_env
 
-from a3c import Policy, evaluate, load
+from a3c.api import Policy, evaluate, load
 from a3c.envs import env_spaces
 from a3c.policy import ModelSpec
 from a3c.train import main as train_main

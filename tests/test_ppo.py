@@ -1,4 +1,4 @@
-"""Asynchronous PPO's update (a3c.ppo, the worker's Learner) and its settings."""
+"""Asynchronous PPO's update (a3c.learning.ppo, the worker's Learner) and its settings."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import torch
 from policy_helpers import mlp
 from test_normalize_loss import GAMMA, _model, _rollout
 
-from a3c.config import A3CConfig
 from a3c.envs import make_vector_env
-from a3c.loss import LossSettings, a3c_loss
+from a3c.learning.loss import LossSettings, a3c_loss
+from a3c.learning.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
+from a3c.learning.worker import Learner, ppo_settings
 from a3c.policy import ModelSpec
-from a3c.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
-from a3c.telemetry import STAT, STATS
+from a3c.run.config import A3CConfig
+from a3c.run.telemetry import STAT, STATS
 from a3c.train import main as train_main
-from a3c.worker import Learner, ppo_settings
 from hogwild.errors import UsageError
 from hogwild.flat import flatten_parameters
 from hogwild.optim import OPTIMIZERS
@@ -110,7 +110,7 @@ def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
 
 def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
     envs = make_vector_env("CartPole-v1", tmp_cfg.envs_per_worker, seed=0)
-    from a3c.collect import Collector
+    from a3c.learning.collect import Collector
 
     torch.manual_seed(0)
     model = mlp(4, 2, hidden=(8,))
@@ -143,7 +143,7 @@ def test_entropy_and_clip_range_decay_to_their_floor():
         algo="appo", total_steps=1000, entropy_coef=0.01, entropy_coef_final=0.0,
         clip_range=0.3, clip_range_final=0.1,
     )  # fmt: skip
-    from a3c.worker import _decayed
+    from a3c.learning.worker import _decayed
 
     assert _decayed(cfg.entropy_coef, cfg.entropy_coef_final, 500, cfg) == pytest.approx(0.005)
     assert ppo_settings(cfg, 0.0, 0).clip_range == pytest.approx(0.3)

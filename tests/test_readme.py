@@ -153,7 +153,7 @@ def example(first_import: str) -> str:
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
     path = script(
-        example("from a3c import config_for"),
+        example("from a3c.api import config_for"),
         'config_for("Acrobot-v1", workers=2)',
         f'total_steps=20_000, eval_interval=0, start_method="{start_method}"',
         tmp_path,
@@ -186,7 +186,7 @@ def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
 
 def test_readme_policy_example_runs(workspace):
     cwd, run_name = workspace
-    code = example("from a3c import Policy").replace("runs/<run>", f"runs/{run_name}")
+    code = example("from a3c.api import Policy").replace("runs/<run>", f"runs/{run_name}")
     (cwd / "use_policy.py").write_text(code)
     proc = run(["use_policy.py"], cwd)
     assert proc.returncode == 0, proc.stderr

@@ -14,10 +14,11 @@ import pytest
 import torch
 from proc_helpers import descendants, pid_gone
 
-from a3c.config import A3CConfig
-from a3c.normalize import RunningMeanStd
-from a3c.presets import config_for
-from a3c.train import A3CRun, RunStats, train, worker_seed
+from a3c.learning.normalize import RunningMeanStd
+from a3c.run.config import A3CConfig
+from a3c.run.presets import config_for
+from a3c.run.steps import StepCount
+from a3c.run.trainer import train, worker_seed
 from a3c.train import main as train_main
 from hogwild.checkpoint import load_checkpoint
 
@@ -178,28 +179,21 @@ def test_one_step_rollouts_of_one_env_learn(tmp_path):
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
 
 
-def _bare_run() -> A3CRun:
-    """The step-counting part of a run, without its model, processes or folder."""
-    run = A3CRun.__new__(A3CRun)
-    run.obs_rms = run.return_rms = None
-    run.rank, run.start_steps, run.stats = 0, 0, RunStats()
-    run.global_steps = run._synced_local = run._round_local = 0
-    run.published_steps = torch.zeros((), dtype=torch.int64)
-    run.env_steps = torch.zeros(2, dtype=torch.int64)  # the workers' shared counters
-    return run
-
-
 def test_the_global_step_count_never_dips_at_a_sync_round():
-    run = _bare_run()
-    run.stats.env_steps = 1_000
-    counters = run.round_counters()  # the round starts with this node's 1000 steps
-    run.stats.env_steps = 1_500  # the workers go on while the collective runs
-    run._count_steps()
-    assert run.global_steps == 1_500
+    steps = StepCount(workers=2)
+    sent = steps.start_round(reported=1_000)  # the round starts with this node's 1000 steps
+    steps.count(reported=1_500)  # the workers go on while the collective runs
+    assert steps.total == 1_500
     other_node = 2_000
-    run.on_round(torch.tensor([counters[0] + other_node]), None)
-    assert run.global_steps == 1_500 + other_node  # was 1_000 + other_node: a dip of 500
-    assert int(run.published_steps) == run.global_steps
+    steps.end_round(sent + other_node, reported=1_500)
+    assert steps.total == 1_500 + other_node  # was 1_000 + other_node: a dip of 500
+    assert int(steps.published) == steps.total
+
+
+def test_a_dead_workers_unreported_steps_still_count():
+    steps = StepCount(workers=2, start=100)
+    steps.per_worker[1] += 50  # counted by the worker, never sent as telemetry
+    assert steps.count(reported=120) == 150
 
 
 def test_restored_statistics_count_once_across_nodes():

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from a3c.config import A3CConfig
 from a3c.evaluate import main as evaluate_main
-from a3c.presets import config_for, read_config_file
-from a3c.telemetry import RunStats, status_line
+from a3c.run.config import A3CConfig
+from a3c.run.presets import config_for, read_config_file
+from a3c.run.telemetry import RunStats, status_line
+from a3c.run.trainer import train
 from a3c.train import main as train_main
-from a3c.train import train
 from hogwild.errors import UsageError
 
 

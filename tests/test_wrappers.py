@@ -14,7 +14,7 @@ import pytest
 import torch
 import user_envs
 
-from a3c import config_for, evaluate, train
+from a3c.api import config_for, evaluate, train
 from a3c.envs import make_env
 from a3c.train import main as train_main
 from hogwild.checkpoint import load_checkpoint
@@ -60,7 +60,10 @@ def test_a_bad_wrapper_is_one_line_and_exit_2(ref, message, tmp_path, capsys):
 def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path):
     """Positions leaves 2 of CartPole's 4 numbers: a process that forgot the wrapper
     would feed the 2-input model 4 numbers and fail. Run as a user would: a subprocess."""
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
     base = [
         sys.executable, "-m", "a3c.train", "--wrapper", "user_envs:Positions",
         "--workers", "2", "--envs-per-worker", "2", "--eval-interval", "0.5",

@@ -325,6 +325,6 @@ class ActorCritic(nn.Module):
         return out[:, : self.n_pi], out[:, self.n_pi]
 
     def set_obs_stats(self, mean: Tensor, std: Tensor) -> None:
-        """Install observation statistics (from :class:`a3c.normalize.RunningMeanStd`)."""
+        """Install observation statistics (from :class:`a3c.learning.normalize.RunningMeanStd`)."""
         self.obs_mean.copy_(mean)
         self.obs_std.copy_(std)

@@ -189,7 +189,7 @@ class MnistRun:
         cfg, loop = self.cfg, self.loop
         if last is None and cfg.eval_interval > 0 and self.is_main:
             self.live_eval = LiveEvaluation(cfg, self.flat, self.rundir, self.milestones, self._t0)
-            loop.evaluator = self.live_eval
+            loop.watch(self.live_eval)
         if last is not None and last.completed:
             self.epoch += 1
             self.final = self._end_epoch(self.epoch, last.seconds)
@@ -257,7 +257,8 @@ class MnistRun:
 
     def on_round(self, totals: torch.Tensor, gathered: Any) -> None:
         """Add the samples the other nodes trained."""
-        others = int(totals[0]) - self._in_round
+        (all_nodes_samples,) = totals.tolist()  # the one counter of round_counters()
+        others = int(all_nodes_samples) - self._in_round
         self._in_round = 0
         self.samples += others
         self._epoch_samples += others

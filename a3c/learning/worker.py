@@ -5,7 +5,7 @@ steps of ``envs_per_worker`` environments without autograd, then learn from it. 
 one forward pass with autograd over the whole rollout (plus the bootstrap and final
 observations), GAE(lambda) targets, the actor-critic loss, a global-norm clip, and one
 lock-free step of the shared optimizer with exactly this update's gradient. APPO: the
-same targets once, then ``epochs x minibatches`` clipped steps (:mod:`a3c.ppo`).
+same targets once, then ``epochs x minibatches`` clipped steps (:mod:`a3c.learning.ppo`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from a3c.collect import Collector
-from a3c.config import A3CConfig
 from a3c.envs import make_vector_env
-from a3c.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
-from a3c.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
+from a3c.learning.collect import Collector
+from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
+from a3c.learning.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
+from a3c.learning.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
 from a3c.policy import ModelSpec
-from a3c.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
-from a3c.telemetry import STAT, WorkerTelemetry
+from a3c.run.config import A3CConfig
+from a3c.run.telemetry import STAT, WorkerTelemetry
 from hogwild.flat import attach_flat_grad, clip_grad_norm_, flatten_parameters
 from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from a3c.config import A3CConfig
+from a3c.run.config import A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext

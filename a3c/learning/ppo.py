@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.loss import Rollout, explained_variance, forward_with_targets
+from a3c.learning.loss import Rollout, explained_variance, forward_with_targets
 from a3c.policy import ActorCritic
 
 __all__ = ["PPO_STATS", "Behaviour", "PPOSettings", "behaviour", "minibatches", "ppo_loss"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from a3c.config import ALGO, NET, PPO, RUN, A3CConfig
-from a3c.presets import AUTO, config_for
+from a3c.run.config import ALGO, NET, PPO, RUN, A3CConfig
+from a3c.run.presets import AUTO, config_for
 from hogwild.config import add_flags, overrides_from_args
 
 EPILOG = """\
 settings are applied in this order, each over the last: defaults, the preset (by default
-the env's own, from a3c/presets.toml), a --config file, flags. config.json in the run
+the env's own, from a3c/run/presets.toml), a --config file, flags. config.json in the run
 folder records what the run used.
 
 examples:
@@ -35,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--preset",
         default=AUTO,
         metavar="NAME",
-        help="a table of a3c/presets.toml (default: auto, the env's own or [default]); "
+        help="a table of a3c/run/presets.toml (default: auto, the env's own or [default]); "
         "none: no preset; with --resume, the resumed run's settings take its place",
     )
     g.add_argument(

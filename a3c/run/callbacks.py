@@ -4,7 +4,7 @@ A callback is any callable taking one :class:`RunEvent`. It is called in the mai
 (rank 0 under ``torchrun``) at each log point (``kind="log"``, every ``--log-interval``
 seconds), after each evaluation (``"eval"``) and once at the end (``"end"``). Returning
 ``False`` stops the run as a reached target does: workers stop, the checkpoint is written,
-and :class:`~a3c.train.A3CResult` comes back. An exception raised in a callback stops the
+and :class:`~a3c.run.record.A3CResult` comes back. An exception raised in a callback stops the
 run the same way and is then raised from ``train``. ``event.log(tag, value)`` writes a
 scalar of your own to the run's TensorBoard at the event's step.
 

@@ -33,8 +33,8 @@ from a3c.envs.spaces import (
     OneHotObservation,
     ZeroBasedActions,
 )
-from a3c.evaluate import load_policy
 from a3c.policy import ActorCritic
+from a3c.use.saved import load_policy
 from hogwild.errors import UsageError
 
 #: The wrappers :func:`a3c.envs.spaces.adapt_spaces` puts between an env and the model.

@@ -3,7 +3,7 @@
 Flags (``a3c.train --help``), preset and config-file keys, range checks and the
 ``config.json`` record all come from these fields (see :mod:`hogwild.config`).
 Defaults were chosen by measurement across the whole suite (README, "How the defaults
-were chosen"); per-environment presets (``a3c/presets.toml``) tune on top of them.
+were chosen"); per-environment presets (``a3c/run/presets.toml``) tune on top of them.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a3c.envs.refs import reference_to
-from a3c.evaluation import DEFAULT_EVAL_MAX_STEPS
+from a3c.use.evaluation import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
 from hogwild.optim import OPTIMIZERS

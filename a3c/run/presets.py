@@ -1,6 +1,6 @@
-"""Per-environment presets (``a3c/presets.toml``) and user config files, laid over the defaults.
+"""Per-environment presets (``a3c/run/presets.toml``) and user config files, laid over the defaults.
 
-Precedence, lowest first: :class:`~a3c.config.A3CConfig` defaults, the preset, a
+Precedence, lowest first: :class:`~a3c.run.config.A3CConfig` defaults, the preset, a
 ``--config`` file, flags (or keyword arguments of :func:`config_for`). Every key goes
 through the same declaration as a flag, so an unknown key or a wrong type is one line.
 """
@@ -12,8 +12,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from a3c.config import A3CConfig
 from a3c.envs.refs import reference_to
+from a3c.run.config import A3CConfig
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping
 from hogwild.errors import UsageError
@@ -36,7 +36,7 @@ FALLBACK = "default"
 def load_presets(text: str | None = None) -> dict[str, dict[str, Any]]:
     """Every table of the packaged preset file (or of ``text``), validated."""
     if text is None:
-        text = resources.files("a3c").joinpath("presets.toml").read_text()
+        text = resources.files("a3c.run").joinpath("presets.toml").read_text()
     tables = tomllib.loads(text)
     return {
         name: _validated(table, f"preset {name!r}", per_algo=True) for name, table in tables.items()

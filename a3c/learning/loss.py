@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from a3c.learning.returns import gae, next_state_values
 from a3c.policy import ActorCritic
-from a3c.returns import gae, next_state_values
 
 __all__ = [
     "LOSS_STATS",

@@ -1,0 +1,136 @@
+"""The model every worker steps in place, its shared optimizer and running statistics:
+built from the config, restored from a checkpoint, and what a checkpoint keeps of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import torch
+
+from a3c.envs.spaces import EnvSpaces
+from a3c.learning.normalize import RunningMeanStd, mean_std_of
+from a3c.policy import ModelSpec
+from a3c.run.config import A3CConfig
+from hogwild.errors import UsageError
+from hogwild.evaluator import Snapshot
+from hogwild.flat import flatten_buffers, flatten_parameters
+from hogwild.optim import OPTIMIZERS
+
+
+def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
+    """The policy the config asks for, on the env's (adapted) spaces."""
+    image = len(spaces.obs_shape) == 3
+    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image)
+    if wanted != image:
+        kind = "images" if image else "vectors"
+        raise UsageError(f"--policy {cfg.policy} does not fit {cfg.env}'s observations ({kind})")
+    spec = ModelSpec(
+        spaces.obs_shape,
+        spaces.action,
+        spaces.obs_dtype,
+        cfg.hidden,
+        cfg.activation,
+        cfg.normalize_obs and not image,  # pixels are scaled by 1/255 instead
+        cfg.separate_networks,
+        cfg.log_std_init,
+        cfg.squash_actions,
+        cfg.lstm_size if cfg.policy == "lstm" else 0,
+        cfg.conv,
+    )
+    spec.check(UsageError)
+    return spec
+
+
+class SharedModel:
+    """The model (``flat``: its parameters as one vector), the shared optimizer and the
+    running statistics (observations, returns), one row per worker."""
+
+    def __init__(self, cfg: A3CConfig, spaces: EnvSpaces) -> None:
+        self.spec = model_spec(cfg, spaces)
+        normalize_obs = self.spec.normalize_obs
+        self.obs_rms = RunningMeanStd(cfg.workers, self.spec.obs_dim) if normalize_obs else None
+        self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
+        torch.manual_seed(cfg.seed)  # the initial model; workers seed themselves
+        self.model = self.spec.build()
+        self.flat = flatten_parameters(self.model)
+        self.buffers = flatten_buffers(self.model)
+        self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
+
+    def statistics(self) -> dict[str, RunningMeanStd]:
+        """The running statistics in use, by the names checkpoints give them."""
+        named = {"obs_rms": self.obs_rms, "return_rms": self.return_rms}
+        return {k: v for k, v in named.items() if v is not None}
+
+    def share_memory(self) -> None:
+        self.flat.share_memory_()
+        self.optimizer.share_memory()
+        for rms in self.statistics().values():
+            rms.share_memory()
+
+    def restore(self, ckpt: dict[str, Any], path: str) -> dict[str, torch.Tensor]:
+        """Model, optimizer and statistics from a checkpoint; the statistics as saved."""
+        saved = ModelSpec.from_dict(ckpt["model_spec"])
+        if saved != self.spec:
+            differs = ", ".join(
+                f"{f.name} {getattr(saved, f.name)!r} (this run: {getattr(self.spec, f.name)!r})"
+                for f in dataclasses.fields(saved)
+                if getattr(saved, f.name) != getattr(self.spec, f.name)
+            )
+            raise UsageError(
+                f"{path}: its policy does not fit this run's (checkpoint of "
+                f"{ckpt.get('env_id', 'an unknown env')}): {differs}"
+            )
+        try:
+            self.model.load_state_dict(ckpt["model"])
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as e:
+            raise UsageError(f"{path}: cannot restore ({str(e).splitlines()[0]})") from None
+        statistics = {}
+        for name, rms in self.statistics().items():
+            if name not in ckpt:
+                raise UsageError(f"{path}: checkpoint has no {name} (was {name} off in that run?)")
+            try:
+                rms.load(ckpt[name])
+            except (TypeError, ValueError) as e:
+                raise UsageError(f"{path}: bad {name}: {e}") from None
+            statistics[name] = ckpt[name]
+        return statistics
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of it beside the model (copies, not views)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "model_spec": self.spec.to_dict(),
+            **{k: v.state() for k, v in self.statistics().items()},
+        }
+
+    def sync_obs_stats(self, state: dict[str, Any]) -> None:
+        """The model's observation mean/std buffers from a checkpoint ``state``'s
+        statistics, so that the two always agree."""
+        if self.obs_rms is not None:
+            self.model.set_obs_stats(*mean_std_of(state["obs_rms"]))
+
+    def snapshot_model(self, snapshot: Snapshot) -> dict[str, torch.Tensor]:
+        """The state dict of an evaluated snapshot's parameters (and buffers)."""
+        model = self.spec.build()
+        flatten_parameters(model).copy_(snapshot["params"])
+        if "buffers" in snapshot:
+            flatten_buffers(model).copy_(snapshot["buffers"])
+        return model.state_dict()
+
+    def local_statistics(self) -> torch.Tensor | None:
+        """This node's statistics as one vector, for the other nodes to merge."""
+        stats = list(self.statistics().values())
+        return torch.cat([rms.local() for rms in stats]) if stats else None
+
+    def merge_remote(self, gathered: list[torch.Tensor] | None, rank: int) -> None:
+        """Hold the other nodes' statistics (``gathered``: every node's, by rank)."""
+        if not gathered:
+            return
+        others = [g for r, g in enumerate(gathered) if r != rank]
+        offset = 0
+        for rms in self.statistics().values():
+            n = rms.rows.shape[1]
+            rms.set_remote([g[offset : offset + n] for g in others])
+            offset += n

@@ -1,0 +1,75 @@
+"""The run's targets and its record of progress: when it is solved, when an evaluation
+reached the target, the best 100-episode mean, and when the policy has stopped exploring."""
+
+from __future__ import annotations
+
+from a3c.run.config import A3CConfig
+from a3c.run.record import RunHistory
+from a3c.run.telemetry import STAT, RunStats
+
+#: Warn when the policy's entropy is below this fraction of the uniform policy's while
+#: the 100-episode mean has not improved for STALL_S seconds (a near-deterministic policy
+#: that still improves, as on MountainCar-v0 at ~4% of uniform, is left alone).
+ENTROPY_COLLAPSE = 0.1
+STALL_S = 30.0
+
+
+class Targets:
+    """Reads the run's figures against ``--target-return``/``--target-metric`` and keeps
+    ``history`` (solved time, best 100-episode mean, the entropy warning) up to date."""
+
+    def __init__(self, cfg: A3CConfig, history: RunHistory, max_entropy: float) -> None:
+        self.target, self.metric = cfg.target_return, cfg.target_metric
+        self.history = history
+        self.max_entropy = max_entropy
+        self.last_progress = 0.0  # when the best 100-episode mean last rose (monotonic s)
+
+    def track_best_100(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:
+        """Note a new best 100-episode mean; whether the window is full."""
+        history = self.history
+        full = len(stats.recent) == stats.recent.maxlen
+        if full and (history.best_100 is None or stats.mean_100 > history.best_100[0]):
+            history.best_100 = (stats.mean_100, seconds, steps)
+            self.last_progress = now
+        return full
+
+    def solved_now(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:
+        """Whether the 100-episode mean reached the target just now (noted in the record)."""
+        full = self.track_best_100(stats, seconds, steps, now)
+        if self.history.solved_at is not None or self.target is None or not full:
+            return False
+        if stats.mean_100 < self.target:
+            return False
+        self.history.solved_at = (seconds, steps)
+        return True
+
+    def train_reason(self, stats: RunStats) -> str | None:
+        """The reason to stop once solved, if the training mean is the target metric."""
+        if self.metric != "train":
+            return None
+        return f"100-episode mean return {stats.mean_100:.1f} reached the target"
+
+    def eval_reason(self, score: float) -> str | None:
+        """The reason to stop after an evaluation, if it is the target metric and reached it."""
+        if self.metric == "eval" and self.target is not None and score >= self.target:
+            return f"evaluation mean return {score:.1f} reached the target"
+        return None
+
+    def entropy_collapse(self, stats: RunStats, now: float) -> str | None:
+        """A warning, once, when the policy has stopped exploring and improving."""
+        w, history = stats.window, self.history
+        updates = w[STAT["updates"]]
+        stalled = now - self.last_progress >= STALL_S
+        if history.entropy_warned or updates == 0 or history.solved_at is not None or not stalled:
+            return None
+        entropy, uniform = w[STAT["entropy"]] / updates, self.max_entropy
+        if not uniform or entropy >= ENTROPY_COLLAPSE * uniform:
+            return None
+        history.entropy_warned = True
+        target = self.target
+        return (
+            f"warning: the policy's entropy fell to {entropy:.3f} (uniform: {uniform:.2f})"
+            + (f" before the target {target:g} was reached" if target is not None else "")
+            + f" and the 100-episode mean is flat for {now - self.last_progress:.0f} s;"
+            " it has almost stopped exploring (try --entropy-coef 0.01)"
+        )

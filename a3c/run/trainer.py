@@ -1,0 +1,375 @@
+"""The main process of a run: :func:`train` (``python -m a3c.train`` is the command).
+
+The main process builds the shared model and optimizer, starts the workers and the
+evaluator, and from then on only consumes: telemetry from the workers, scores from the
+evaluator. It alone writes TensorBoard, the console line and checkpoints, and decides
+when the run ends (step budget, time limit, target return, a signal, or a failure).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from a3c.envs import env_spaces
+from a3c.learning.worker import SharedRun, run_worker
+from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
+from a3c.run.config import A3CConfig
+from a3c.run.logger import RunLogger
+from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
+from a3c.run.shared_model import SharedModel
+from a3c.run.steps import StepCount
+from a3c.run.stopping import Targets
+from a3c.run.telemetry import RunStats, telemetry_layout
+from a3c.use.evaluation import build_model, score_greedy
+from hogwild.checkpoint import load_checkpoint
+from hogwild.console import Progress
+from hogwild.errors import UsageError
+from hogwild.evaluator import Evaluator, Snapshot, resolve_device
+from hogwild.procs import FailurePolicy, WorkerGroup
+from hogwild.run import Generation, RunEnd, RunLoop
+
+log = logging.getLogger("a3c.run.trainer")
+
+
+def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
+    """Run A3C to the end (budget, time, target, signal or failure) and say how it went.
+
+    ``callbacks`` are called with a :class:`~a3c.run.callbacks.RunEvent` at each log point,
+    evaluation and at the end; one that returns False stops the run.
+    The calling process runs single-threaded while workers are forked (see
+    :class:`~hogwild.procs.WorkerGroup`); its thread count is restored afterwards.
+    """
+    for callback in callbacks:
+        if not callable(callback):
+            raise UsageError(f"a callback must be callable, got {callback!r}")
+    threads = torch.get_num_threads()
+    try:
+        return A3CRun(cfg, callbacks).run()
+    finally:
+        torch.set_num_threads(threads)
+
+
+class A3CRun:
+    """The main process of one run (one node's, under ``torchrun``): A3C's side of the
+    engine's :class:`~hogwild.run.RunLoop`, which runs the plumbing around it."""
+
+    def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
+        self.cfg = cfg
+        spaces = env_spaces(cfg.env, **cfg.env_options())
+        if cfg.target_return is None:
+            cfg.target_return = _reward_threshold(cfg.env)
+        resolve_device(cfg.eval_device)
+        self.shared = SharedModel(cfg, spaces)
+        self.spec, self.model = self.shared.spec, self.shared.model
+        start_steps, self.elapsed_before, run_dir = 0, 0.0, None
+        self.history = RunHistory()
+        saved_statistics: dict[str, torch.Tensor] = {}
+        if cfg.resume:
+            run_dir, start_steps, saved_statistics = self._restore(cfg.resume)
+        self.shared.share_memory()
+        self.steps = StepCount(cfg.workers, start_steps)
+
+        self.progress = Progress()
+        self.loop = RunLoop(  # under torchrun: joins the group, takes rank 0's parameters
+            cfg,
+            "a3c.train",
+            telemetry_layout(),
+            params=self.shared.flat,
+            counters=1,
+            progress=self.progress,
+            time_limit=cfg.time_limit,
+            checkpoint_every=cfg.checkpoint_interval,
+            warn=self.progress.print,
+        )
+        self.rank, self.is_main = self.loop.rank, self.loop.is_main
+        if self.rank != 0:
+            # Every node restores the run's statistics but only rank 0 as its own: the
+            # others hold them as "the other nodes'" until the first round says so, or
+            # merging the nodes' statistics would count them once per node.
+            for name, saved in saved_statistics.items():
+                self.shared.statistics()[name].load(saved, remote=True)
+
+        self.rundir = None
+        if self.is_main:
+            name = f"{cfg.algo}_{cfg.env}_s{cfg.seed}"
+            self.rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
+
+        self.stats = RunStats()
+        self.stats.env_steps = start_steps
+        self.stats.recent.extend(self.history.recent)
+        self.stats.episodes = self.history.episodes
+        self.evaluator: Evaluator | None = None
+        if cfg.eval_interval > 0 and self.is_main:
+            self.evaluator = Evaluator(
+                functools.partial(build_model, self.spec.to_dict()),
+                functools.partial(
+                    score_greedy,
+                    env_id=cfg.env,
+                    env_kwargs=cfg.env_options(),
+                    episodes=cfg.eval_episodes,
+                    seed=cfg.seed + 10_000,
+                    max_steps=cfg.eval_max_steps,
+                ),
+                self.shared.flat.numel(),
+                buffers_numel=self.shared.buffers.numel(),
+                device=cfg.eval_device,
+                seed=cfg.seed,
+            )
+        self.targets = Targets(cfg, self.history, self.model.dist.max_entropy)
+        self.logger = RunLogger(cfg, self.rundir, self.progress, callbacks)
+        self.t0 = self.last_eval = self.targets.last_progress = time.monotonic()
+        self.logger.restart(self.t0, start_steps)
+
+    def _restore(self, path: str) -> tuple[Path, int, dict[str, torch.Tensor]]:
+        """The shared model, the record and the random generators from ``path``; the run
+        folder, the steps taken and the saved statistics (see ``__init__`` for nodes)."""
+        ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
+        statistics = self.shared.restore(ckpt, path)
+        self.elapsed_before = float(ckpt.get("wall_time", 0.0))
+        try:
+            if "history" in ckpt:
+                self.history = RunHistory.from_state(ckpt["history"])
+            if "rng" in ckpt:
+                set_rng_state(ckpt["rng"])
+        except (TypeError, ValueError, KeyError, RuntimeError) as e:
+            raise UsageError(f"{path}: bad run history or random state ({e})") from None
+        run_dir = Path(path).parent
+        self.history.best_eval = max(self.history.best_eval, saved_best_eval(run_dir / "best.pt"))
+        return run_dir, int(ckpt["env_steps"]), statistics
+
+    # -- the run: what the engine's loop asks of A3C ---------------------------------------
+    def run(self) -> A3CResult:
+        if self.rundir is not None:
+            self.progress.print(f"run folder: {self.rundir.path}")
+        self.loop.run(self)
+        return self.result
+
+    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+        """One generation of workers for the whole run; the evaluator starts with it."""
+        if last is not None:
+            return None
+        cfg = self.cfg
+        group = WorkerGroup(
+            run_worker,
+            (
+                cfg,
+                SharedRun(
+                    self.spec,
+                    self.shared.flat,
+                    self.shared.optimizer,
+                    self.steps.per_worker,
+                    self.steps.published,
+                    self.loop.pool,
+                    self.shared.obs_rms,
+                    self.shared.return_rms,
+                ),
+            ),
+            cfg.workers,
+            worker_seed(cfg.seed, self.rank, self.steps.start),
+            num_threads=cfg.threads_per_worker,
+            start_method=cfg.start_method,
+            policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
+            on_restart=self.loop.supervisor.restarted,
+        )
+        self.t0 = self.loop.t0
+        self.last_eval = self.targets.last_progress = self.t0
+        self.logger.restart(self.t0, self.steps.total)
+        if self.evaluator is not None:
+            self.loop.watch(self.evaluator.start())
+        return group
+
+    def on_message(self, view: dict[str, torch.Tensor]) -> None:
+        self.stats.add(view)
+
+    def tick(self, ready: Sequence[Any], now: float) -> str | None:
+        self._count_steps()
+        reason = self._evaluate(ready, now) or self._check_solved(now)
+        reason = self._log(now) or reason
+        self.steps.publish()
+        if self.steps.total >= self.cfg.total_steps:
+            return reason or "step budget reached"
+        return reason
+
+    def round_counters(self) -> list[float]:
+        return [float(self.steps.start_round(self.stats.env_steps))]
+
+    def round_gather(self) -> torch.Tensor | None:
+        return self.shared.local_statistics()
+
+    def on_round(self, totals: torch.Tensor, gathered: list[torch.Tensor] | None) -> None:
+        (all_nodes_steps,) = totals.tolist()  # the one counter of round_counters()
+        self.shared.merge_remote(gathered, self.rank)
+        self.steps.end_round(int(all_nodes_steps), self.stats.env_steps)
+
+    def finish(self, end: RunEnd) -> dict[str, float] | None:
+        reason = end.reason or ("failure" if end.exit_code == 1 else "all workers finished")
+        self.wall = end.seconds
+        stats, metrics = self.stats, None
+        written = self.logger.write(stats, self.steps.total, time.monotonic())
+        if self.rundir is not None:
+            metrics = {
+                "mean_return_100": stats.mean_100,
+                "best_eval_return": self.history.best_eval,
+                "env_steps": self.steps.total,
+            }
+        if self.is_main or end.exit_code:
+            solved, path = self.history.solved_at, end.checkpoint
+            self.progress.print(
+                f"{reason}: {self.steps.total} env steps in {self.wall:.1f} s "
+                f"({(self.steps.total - self.steps.start) / max(self.wall, 1e-9):,.0f} steps/s), "
+                f"100-episode mean return {stats.mean_100:.1f}"
+                + (f", solved after {solved[0]:.1f} s / {solved[1]} steps" if solved else "")
+                + (f"; checkpoint {path}" if path else "")
+            )
+        self.result = A3CResult(
+            self.rundir.path if self.rundir else None,
+            self.steps.total,
+            self.wall,
+            stats.mean_100,
+            self.history.solved_at,
+            self.history.best_100,
+            self.history.best_eval,
+            end.exit_code,
+        )
+        self._call_back("end", time.monotonic(), written)
+        return metrics
+
+    # -- A3C's decisions -------------------------------------------------------------------
+    def _count_steps(self) -> None:
+        self.steps.count(self.stats.env_steps)
+
+    def _evaluate(self, ready: Sequence[Any], now: float) -> str | None:
+        if self.evaluator is None:
+            return None
+        reason = None
+        history = self.history
+        for step, metrics, snapshot in self.evaluator.collect(ready):
+            self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
+            score = metrics["mean_return"]
+            if score > history.best_eval and snapshot is None:
+                # Its snapshot was dropped: keep the old best.pt and its record, rather
+                # than call "best" what best.pt does not hold.
+                log.warning("no snapshot kept for the evaluation at step %d", step)
+            elif score > history.best_eval:
+                state = self.checkpoint_state(snapshot, eval_mean_return=score)
+                if self.loop.save_checkpoint(state, self.rundir.path / "best.pt") is not None:
+                    history.best_eval, history.best_eval_step = score, step
+            reason = self.targets.eval_reason(score) or reason
+            if not self._call_back("eval", now, eval_mean_return=score):
+                reason = reason or STOPPED
+        if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
+            self.shared.flat, self.steps.total, self.shared.buffers, keep=self._offered_state
+        ):
+            self.last_eval = now
+        return reason
+
+    def _offered_state(self) -> dict[str, Any]:
+        """What ``best.pt`` keeps beside an offered snapshot (copied only when the evaluator
+        takes one: a busy evaluator costs no optimizer copy per tick). One read of the
+        statistics for both: the scored model normalises with exactly those it keeps."""
+        state = self._run_state()
+        self.shared.sync_obs_stats(state)
+        return state
+
+    def _check_solved(self, now: float) -> str | None:
+        steps = self.steps.total
+        if not self.targets.solved_now(self.stats, self._run_seconds(now), steps, now):
+            return None
+        if self.rundir is not None:
+            self.rundir.scalar("charts/solved_at_seconds", self.history.solved_at[0], steps)
+        return self.targets.train_reason(self.stats)
+
+    def _log(self, now: float) -> str | None:
+        """Log when due; a reason to stop if a callback asked for one."""
+        if not self.logger.due(now):
+            return None
+        warning = self.targets.entropy_collapse(self.stats, now)
+        if warning:
+            self.progress.print(warning)
+        steps = self.steps.total
+        written = self.logger.write(self.stats, steps, now)
+        self.logger.status(self.stats, steps, now - self.t0, self.steps.start)
+        return None if self._call_back("log", now, written) else STOPPED
+
+    def _call_back(
+        self,
+        kind: str,
+        now: float,
+        stats: dict[str, float] | None = None,
+        eval_mean_return: float | None = None,
+    ) -> bool:
+        """Call the callbacks with the run's figures; False if one asked to stop."""
+        if not self.logger.wants_events():
+            return True
+        history, best_100 = self.history, self.history.best_100
+        event = RunEvent(
+            kind=kind,
+            env_steps=self.steps.total,
+            seconds=self._run_seconds(now),
+            episodes=self.stats.episodes,
+            mean_return_100=self.stats.mean_100 if self.stats.recent else None,
+            best_mean_100=best_100[0] if best_100 else None,
+            eval_mean_return=eval_mean_return,
+            best_eval=finite_or_none(history.best_eval),
+            stats=dict(stats or {}),
+            run_dir=self.rundir.path,
+            _writer=self.rundir.scalar,
+        )
+        return self.logger.call_back(event)
+
+    def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
+        """What a checkpoint holds: the live model and run, or an evaluated ``snapshot``
+        with what was kept when it was offered (optimizer, statistics, steps, history)."""
+        if snapshot is None:
+            self._count_steps()
+            state = self._run_state()
+            self.shared.sync_obs_stats(state)  # the statistics saved beside it, read once
+            return {"model": self.model.state_dict(), **state, **extra}
+        return {"model": self.shared.snapshot_model(snapshot), **snapshot["kept"], **extra}
+
+    def _run_state(self) -> dict[str, Any]:
+        """Everything a checkpoint holds but the model, as of now (copies, not views)."""
+        now = time.monotonic()
+        self.targets.track_best_100(self.stats, self._run_seconds(now), self.steps.total, now)
+        self.history.recent = list(self.stats.recent)
+        self.history.episodes = self.stats.episodes
+        return {
+            **self.shared.state(),
+            "config": self.rundir.config,
+            "env_id": self.cfg.env,
+            "env_kwargs": self.cfg.env_options(),
+            "env_steps": self.steps.total,
+            "wall_time": self._run_seconds(time.monotonic()),
+            "history": self.history.state(),
+            "rng": rng_state(),
+        }
+
+    def _run_seconds(self, now: float) -> float:
+        """Seconds of the whole run, earlier sessions included."""
+        return self.elapsed_before + now - self.t0
+
+
+def worker_seed(seed: int, rank: int, start_steps: int) -> int:
+    """The first worker's seed on node ``rank``; a resumed run (``start_steps`` > 0) draws
+    fresh seeds from its step count, so it replays none of the randomness it already
+    saw, yet resuming one checkpoint twice (one worker) gives the same run twice."""
+    if start_steps == 0:
+        return seed + 100_003 * rank
+    return int(np.random.SeedSequence([seed, rank, start_steps]).generate_state(1)[0])
+
+
+def _reward_threshold(env_id: str) -> float | None:
+    try:
+        threshold = gym.spec(env_id.rpartition(":")[2]).reward_threshold
+    except gym.error.Error:
+        return None
+    return None if threshold is None else float(threshold)

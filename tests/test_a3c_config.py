@@ -222,8 +222,8 @@ def test_bad_env_kwargs_are_one_line_and_exit_2(tmp_path, capsys, argv, message)
 
 def test_a_preset_names_its_algorithm_and_keeps_each_algorithms_settings():
     name, values = resolve_preset("Pendulum-v1")
-    assert name == "Pendulum-v1" and values["algo"] == "appo" and values["epochs"] == 10
-    assert values["gamma"] == 0.9  # the table's own settings go with either algorithm
+    assert name == "Pendulum-v1" and values["algo"] == "appo" and values["epochs"] == 8
+    assert values["gamma"] == 0.98  # the algorithm's table over the env's own settings
     _, a3c = resolve_preset("Pendulum-v1", algo="a3c")
     assert a3c["gamma"] == 0.9 and "epochs" not in a3c and "n_steps" not in a3c
     # --algo a3c on the command line: A3C with the settings measured for it.

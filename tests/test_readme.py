@@ -202,9 +202,7 @@ def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):
     )
     proc = run([str(path)], tmp_path, timeout=120, HOGWILD_DATA=str(mnist_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    found = re.search(
-        r"^exit 0: accuracy ([\d.]+)%, (.+)$", proc.stdout, re.M
-    )
+    found = re.search(r"^exit 0: accuracy ([\d.]+)%, (.+)$", proc.stdout, re.M)
     assert found is not None, proc.stdout
     assert float(found.group(1)) > 60.0  # 2 x 40 batches of 64 already learn a lot
     ckpt = load_checkpoint(tmp_path / found.group(2))

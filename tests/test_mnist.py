@@ -19,6 +19,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from hogwild.flat import flatten_parameters
 from hogwild.mnist import ConvNet, EpochPlan, main, shard_indices
+from hogwild.mnist.counting import SampleCount
 from hogwild.optim import SharedSGD
 from hogwild.procs import WorkerContext, WorkerGroup
 
@@ -267,3 +268,13 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
         assert lines[0].startswith("hogwild-mnist: error: ") and expected in lines[0], err
         assert "Traceback" not in err + out
     assert not (tmp_path / "runs").exists()  # nothing half-made is left behind
+
+
+def test_samples_count_once_across_nodes():
+    count = SampleCount(start=100)  # a resumed run's samples
+    count.add(30)
+    sent = count.start_round()  # this node's 30 go into the round
+    count.add(5)  # and its workers go on meanwhile
+    count.end_round(sent + 50)  # the round's sum: another node trained 50
+    assert (count.total, count.epoch) == (185, 85)
+    assert count.start_round() == 5  # only what was not sent before

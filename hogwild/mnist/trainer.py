@@ -28,6 +28,7 @@ from hogwild.evaluator import resolve_device
 from hogwild.flat import flatten_parameters
 from hogwild.mnist.checkpoints import check_output_paths, load_resume, run_checkpoint
 from hogwild.mnist.config import PROG, MnistConfig, epoch_lr
+from hogwild.mnist.counting import SampleCount
 from hogwild.mnist.data import load_data
 from hogwild.mnist.live_eval import LiveEvaluation
 from hogwild.mnist.model import build_model
@@ -67,19 +68,18 @@ class MnistRun:
         self.model = build_model(cfg.model)
         self.flat = flatten_parameters(self.model).share_memory_()
         self.optimizers = [make_optimizer(cfg, self.flat) for _ in range(cfg.workers)]
-        self.start_epoch, self.samples, self.elapsed0 = 0, 0, 0.0
+        self.start_epoch, samples, self.elapsed0 = 0, 0, 0.0
         self.milestones: dict[float, tuple[float, int]] = {}
         if resume is not None:
-            self._restore(resume)
+            samples = self._restore(resume)
 
         self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
         self.live_eval: LiveEvaluation | None = None
         self.progress = Progress(stream=self.out)
-        self._epoch, self._epoch_samples, self._start = 0, 0, 0.0
+        self._epoch, self._start = 0, 0.0
         self._loss_window: list[tuple[float, int]] = []
         self._t0 = 0.0
         self.final: tuple[float, float] | None = None
-        self._unsynced = self._in_round = 0  # local samples not yet / being counted in a round
 
         # Under torchrun: this process is one node; rank 0 alone tests, logs, checkpoints.
         self.loop = RunLoop(
@@ -94,13 +94,14 @@ class MnistRun:
         self.rank, self.nodes = self.loop.rank, self.loop.nodes
         if self.loop.sync is not None:
             try:
-                state = (self.start_epoch, self.samples, self.elapsed0, self.milestones)
+                state = (self.start_epoch, samples, self.elapsed0, self.milestones)
                 state = agree_on_start(cfg, self.rank, self.nodes, state)
-                self.start_epoch, self.samples, self.elapsed0, self.milestones = state
+                self.start_epoch, samples, self.elapsed0, self.milestones = state
             except BaseException:
                 self.loop.close()
                 raise
         self.epoch = self.start_epoch
+        self.count = SampleCount(samples)
 
     @property
     def is_main(self) -> bool:
@@ -115,8 +116,9 @@ class MnistRun:
             resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
         check_output_paths(cfg)  # fail now, not after the data is read
 
-    def _restore(self, ck: dict[str, Any]) -> None:
-        """Load weights and every worker's optimizer state in place (shared storage kept)."""
+    def _restore(self, ck: dict[str, Any]) -> int:
+        """Load weights and every worker's optimizer state in place (shared storage kept);
+        the samples trained so far."""
         try:
             self.model.load_state_dict(ck["model"])
             saved = ck["optimizers"]
@@ -127,9 +129,9 @@ class MnistRun:
             reason = " ".join(str(e).split())[:300] or type(e).__name__
             raise UsageError(f"{self.cfg.resume}: does not fit this model ({reason})") from None
         self.start_epoch = int(ck["epoch"])
-        self.samples = int(ck.get("samples", 0))
         self.elapsed0 = float(ck.get("elapsed", 0.0))
         self.milestones = {float(k): tuple(v) for k, v in ck.get("milestones", {}).items()}
+        return int(ck.get("samples", 0))
 
     def close(self) -> None:
         """Leave the torchrun group, if this process joined one."""
@@ -156,9 +158,9 @@ class MnistRun:
                 f"{cfg.resume} already holds {self.start_epoch} epochs (--epochs {cfg.epochs}): "
                 "nothing to train"
             )
-            return MnistResult(0, None, None, self.start_epoch, self.samples)
+            return MnistResult(0, None, None, self.start_epoch, self.count.total)
         self._open_run()
-        self.result = MnistResult(0, self.rundir.path, None, self.start_epoch, self.samples)
+        self.result = MnistResult(0, self.rundir.path, None, self.start_epoch, self.count.total)
         self._print(self._banner())
         self._t0 = time.monotonic() - self.elapsed0
         self.loop.run(self)
@@ -237,20 +239,20 @@ class MnistRun:
             policy=self.policy,
             on_restart=self.loop.supervisor.restarted,
         )
-        self._epoch_samples, self._epoch = 0, epoch
+        self.count.new_epoch()
+        self._epoch = epoch
         self.model.train()
         self._start = time.monotonic()
         return group
 
     def tick(self, ready: Sequence[Any], now: float) -> None:
         if self.live_eval is not None:
-            self.live_eval.poll(ready, self.samples)
+            self.live_eval.poll(ready, self.count.total)
         self._show_progress(self._start)
 
     # -- across nodes: counters [samples trained since the last round] -------------------
     def round_counters(self) -> list[float]:
-        self._in_round, self._unsynced = self._unsynced, 0
-        return [float(self._in_round)]
+        return [float(self.count.start_round())]
 
     def round_gather(self) -> None:
         return None
@@ -258,10 +260,7 @@ class MnistRun:
     def on_round(self, totals: torch.Tensor, gathered: Any) -> None:
         """Add the samples the other nodes trained."""
         (all_nodes_samples,) = totals.tolist()  # the one counter of round_counters()
-        others = int(all_nodes_samples) - self._in_round
-        self._in_round = 0
-        self.samples += others
-        self._epoch_samples += others
+        self.count.end_round(int(all_nodes_samples))
 
     def _target_reached(self, epoch: int, final: tuple[float, float] | None) -> bool:
         """Stop for ``--target-accuracy``? Only rank 0 tests, so across nodes its verdict
@@ -285,7 +284,7 @@ class MnistRun:
         """Test, log and checkpoint (rank 0 alone; other nodes return None)."""
         cfg = self.cfg
         if not self.is_main:
-            rate = self._epoch_samples / max(train_time, 1e-9)
+            rate = self.count.epoch / max(train_time, 1e-9)
             self._print(
                 f"epoch {epoch}: {rate_text(rate)} samples/s on all nodes, {train_time:.1f} s "
                 "(node 0 scores the test set)"
@@ -300,10 +299,10 @@ class MnistRun:
             cfg,
             self.rundir,
             epoch,
-            self._epoch_samples,
+            self.count.epoch,
             train_time,
             self._t0,
-            self.samples,
+            self.count.total,
             self.milestones,
         )
         self._print(line)
@@ -320,11 +319,11 @@ class MnistRun:
             result.checkpoint = self.checkpoint_path
             self._print(f"checkpoint: {self.checkpoint_path}")
         if end.exit_code == 0 and self.live_eval is not None:
-            self.live_eval.final_score(self.samples, lambda: self.loop.shutdown.requested)
+            self.live_eval.final_score(self.count.total, lambda: self.loop.shutdown.requested)
         if self.is_main:
             for line in milestone_lines(self.milestones):
                 self._print(line)
-        result.epochs_done, result.samples = self.epoch, self.samples
+        result.epochs_done, result.samples = self.epoch, self.count.total
         result.elapsed = time.monotonic() - self._t0
         result.milestones = dict(self.milestones)
         if self.final is not None:
@@ -336,25 +335,23 @@ class MnistRun:
         n = int(view["samples"])
         if n == 0:
             return
-        self.samples += n
-        self._epoch_samples += n
-        self._unsynced += n
+        self.count.add(n)
         loss = float(view["loss_sum"]) / n
         self._loss_window = [*self._loss_window[-31:], (loss, n)]
         self.rundir.scalars(
             {"train/loss": loss, "train/accuracy": 100.0 * int(view["correct"]) / n},
-            self.samples,
+            self.count.total,
         )
 
     def _show_progress(self, start: float) -> None:
         if not self._loss_window:
             return
         loss = sum(v * n for v, n in self._loss_window) / sum(n for _, n in self._loss_window)
-        rate = self._epoch_samples / max(time.monotonic() - start, 1e-9)
+        rate = self.count.epoch / max(time.monotonic() - start, 1e-9)
         # A whole epoch is every training image once (all nodes together), unless capped.
         per_epoch = None if self.cfg.max_batches_per_epoch else self.data.train_images.shape[0]
         self.progress.update(
-            progress_line(self._epoch, self.cfg.epochs, self._epoch_samples, loss, rate, per_epoch)
+            progress_line(self._epoch, self.cfg.epochs, self.count.epoch, loss, rate, per_epoch)
         )
 
     # -- bookkeeping -------------------------------------------------------------------
@@ -366,7 +363,7 @@ class MnistRun:
             self.model,
             [opt.state_dict() for opt in self.optimizers],
             epoch=self.epoch,
-            samples=self.samples,
+            samples=self.count.total,
             elapsed=time.monotonic() - self._t0,
             final=self.final,
             milestones=self.milestones,

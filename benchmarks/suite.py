@@ -115,6 +115,15 @@ def holding(curve: Curve | None, threshold: float, solved_step: int | None) -> H
     return Holding(float((after >= threshold).mean()), float(after.min()), final)
 
 
+class RunStopped(Exception):
+    """A run ended by Ctrl-C, SIGTERM or a failure: the suite stops with it, as asked, instead
+    of reporting a cut-short run as a result and starting the next."""
+
+    def __init__(self, env: str, seed: int, exit_code: int) -> None:
+        super().__init__(f"{env} seed {seed} ended with exit code {exit_code}; the suite stops")
+        self.exit_code = exit_code
+
+
 def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str):
     rows = []
     for seed in seeds:
@@ -133,6 +142,8 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
         if cfg.lr_schedule == "constant" and all(x is None for x in finals):
             cfg.total_steps = 10**12  # the whole budget; a decay keeps its own horizon
         r = train(cfg)
+        if r.exit_code:
+            raise RunStopped(env, seed, r.exit_code)
         if by_return(env):
             at_steps, at_end = returns_reached(r.run_dir)
             rows.append((False, r.wall_time, r.env_steps, at_end, at_steps))
@@ -222,6 +233,7 @@ def main() -> None:
         flush=True,
     )
     lines = []
+    stopped = 0
     with tempfile.TemporaryDirectory() as scratch:
         logdir = args.logdir or scratch
         for env in args.envs:
@@ -232,15 +244,20 @@ def main() -> None:
                 print(f"  {env}: skipped: {e}", flush=True)
                 lines.append(f"| {env} | | | skipped: {e} | | |")
                 continue
-            lines.append(
-                summary(env, *run_env(env, args.seeds, budget, args.workers, extra, logdir))
-            )
+            try:
+                rows = run_env(env, args.seeds, budget, args.workers, extra, logdir)
+            except RunStopped as e:
+                print(e, file=sys.stderr, flush=True)
+                stopped = e.exit_code
+                break
+            lines.append(summary(env, *rows))
     print(
         "\n| env | preset | target | solved | wall time, median (range) | env steps "
         "| hold rate | worst after | final |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(lines))
+    sys.exit(stopped)
 
 
 if __name__ == "__main__":

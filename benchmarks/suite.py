@@ -119,9 +119,10 @@ class RunStopped(Exception):
     """A run ended by Ctrl-C, SIGTERM or a failure: the suite stops with it, as asked, instead
     of reporting a cut-short run as a result and starting the next."""
 
-    def __init__(self, env: str, seed: int, exit_code: int) -> None:
+    def __init__(self, env: str, seed: int, exit_code: int, done: tuple) -> None:
         super().__init__(f"{env} seed {seed} ended with exit code {exit_code}; the suite stops")
         self.exit_code = exit_code
+        self.done = done  # run_env's result for the seeds that finished before it
 
 
 def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str):
@@ -142,8 +143,9 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
         if cfg.lr_schedule == "constant" and all(x is None for x in finals):
             cfg.total_steps = 10**12  # the whole budget; a decay keeps its own horizon
         r = train(cfg)
+        label = f"{cfg.preset} ({cfg.algo})"
         if r.exit_code:
-            raise RunStopped(env, seed, r.exit_code)
+            raise RunStopped(env, seed, r.exit_code, (label, cfg.target_return, rows))
         if by_return(env):
             at_steps, at_end = returns_reached(r.run_dir)
             rows.append((False, r.wall_time, r.env_steps, at_end, at_steps))
@@ -173,7 +175,7 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
                 f"{mean:.1f} after {t:.1f} s, {steps:,} steps; final {hold.final:.1f}",
                 flush=True,
             )
-    return f"{cfg.preset} ({cfg.algo})", cfg.target_return, rows
+    return label, cfg.target_return, rows
 
 
 def returns_reached(run_dir) -> tuple[float, float]:
@@ -249,6 +251,8 @@ def main() -> None:
             except RunStopped as e:
                 print(e, file=sys.stderr, flush=True)
                 stopped = e.exit_code
+                if e.done[2]:
+                    lines.append(summary(env, *e.done))
                 break
             lines.append(summary(env, *rows))
     print(

@@ -113,6 +113,32 @@ def test_the_newest_frame_is_the_max_of_the_last_two_raw_frames():
     env.close()
 
 
+def test_crop_drops_rows_before_the_resize():
+    """Pong's field (rows 34-193) at 42x42: the score bar is gone, the field fills the frame."""
+    env = make_atari_env(
+        "PongNoFrameskip-v4", seed=0, noop_max=0, screen_size=42, crop_top=34, crop_bottom=16
+    )
+    raw, ale = env.unwrapped, env.unwrapped.ale
+    env.reset()
+    for _ in range(30):
+        state = ale.cloneState()
+        obs, *_ = env.step(2)
+        ale.restoreState(state)
+        frames = []
+        for _ in range(4):
+            raw.step(2)
+            frames.append(ale.getScreenGrayscale())
+        field = np.maximum(frames[2], frames[3])[34:194]
+        assert obs.shape == (4, 42, 42)
+        assert np.array_equal(obs[-1], cv2.resize(field, (42, 42), interpolation=cv2.INTER_AREA))
+    whole = cv2.resize(np.maximum(frames[2], frames[3]), (42, 42), interpolation=cv2.INTER_AREA)
+    assert not np.array_equal(obs[-1], whole)
+    env.close()
+    for crop in ({"crop_top": -1}, {"crop_top": 200, "crop_bottom": 10}):
+        with pytest.raises(UsageError, match="leave rows of the 210-row screen"):
+            make_atari_env("PongNoFrameskip-v4", **crop)
+
+
 def test_life_loss_ends_the_training_episode_but_not_the_game():
     env = make_atari_env("BreakoutNoFrameskip-v4", seed=0)
     ale = env.unwrapped.ale

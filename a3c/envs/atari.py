@@ -8,8 +8,9 @@ one-line :class:`~hogwild.errors.UsageError` naming the ``atari`` extra.
 
     gym.make(id, frameskip=1)        ALE/...-v5: sticky actions (p=0.25) are kept
     RecordEpisodeStatistics          info["episode"] = {r, l, t}: the REAL game
-    AtariPreprocessing               no-op starts, skip 4 + max of the last 2 frames,
-                                     grayscale, 84x84 (uint8)
+    CroppedPreprocessing             AtariPreprocessing: no-op starts, skip 4 + max of
+                                     the last 2 frames, grayscale; rows cropped (none
+                                     by default), resized to 84x84 (uint8)
     GameStepLimit                    max_episode_steps: truncate the game (optional)
     EpisodicLife                     terminated=True on a life loss, game NOT reset
     FireOnReset                      press FIRE after every reset (games that need it)
@@ -290,6 +291,33 @@ class CountAgentSteps(gym.Wrapper):
         return self.env.step(action)
 
 
+class CroppedPreprocessing(AtariPreprocessing):
+    """Gymnasium's ``AtariPreprocessing`` (grayscale, uint8) that drops rows before resizing.
+
+    A small screen spends its pixels where the game is: Pong's field is rows 34-193 of
+    210, and a 42x42 resize of the whole frame leaves the ball under half a pixel
+    (the crop the best-known 42x42 A3C port makes, docs/benchmarks.md).
+    """
+
+    def __init__(self, env: gym.Env, *, crop_top: int = 0, crop_bottom: int = 0, **kwargs):
+        super().__init__(env, grayscale_obs=True, scale_obs=False, **kwargs)
+        height = self.obs_buffer[0].shape[0]
+        if crop_top < 0 or crop_bottom < 0 or crop_top + crop_bottom >= height:
+            raise UsageError(
+                f"crop_top and crop_bottom must be >= 0 and leave rows of the {height}-row "
+                f"screen, got {crop_top} and {crop_bottom}"
+            )
+        self.rows = slice(crop_top, height - crop_bottom)
+
+    def _get_obs(self) -> np.ndarray:
+        import cv2
+
+        if self.frame_skip > 1:  # max of the last two frames, in place as the parent does
+            np.maximum(self.obs_buffer[0], self.obs_buffer[1], out=self.obs_buffer[0])
+        frame = self.obs_buffer[0][self.rows]
+        return cv2.resize(frame, self.screen_size, interpolation=cv2.INTER_AREA)
+
+
 def _reset_keeping_episode(
     env: gym.Env,
     step_info: dict[str, Any],
@@ -317,6 +345,8 @@ def wrap_atari(
     *,
     frame_stack: int = 4,
     screen_size: int = 84,
+    crop_top: int = 0,
+    crop_bottom: int = 0,
     terminal_on_life_loss: bool = True,
     clip_rewards: bool = True,
     noop_max: int = 30,
@@ -332,7 +362,8 @@ def wrap_atari(
     the game's action 1 is FIRE. ``fire_on_life_loss`` (with ``terminal_on_life_loss``
     off: the scoring env) adds :class:`FireOnLifeLoss`, which presses FIRE after a lost
     life too when ``fire_on_reset`` does. ``max_episode_steps`` truncates the game after
-    that many agent steps (:class:`GameStepLimit`). Observations are uint8
+    that many agent steps (:class:`GameStepLimit`). ``crop_top``/``crop_bottom`` drop
+    that many screen rows before the resize (:class:`CroppedPreprocessing`). Observations are uint8
     ``(frame_stack, screen_size, screen_size)``, channel-first (``frame_stack=1`` gives
     ``(1, 84, 84)``).
     """
@@ -353,14 +384,14 @@ def wrap_atari(
         ) from e
 
     env = stats = RecordEpisodeStatistics(env)
-    env = AtariPreprocessing(
+    env = CroppedPreprocessing(
         env,
+        crop_top=crop_top,
+        crop_bottom=crop_bottom,
         noop_max=noop_max,
         frame_skip=frame_skip,
         screen_size=screen_size,
         terminal_on_life_loss=False,  # Gymnasium's would reset the game at a life loss
-        grayscale_obs=True,
-        scale_obs=False,
     )
     limit = None
     if max_episode_steps is not None:

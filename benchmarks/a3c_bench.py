@@ -20,11 +20,22 @@ from dataclasses import replace
 import torch
 
 from a3c.run.config import A3CConfig
+from a3c.run.record import A3CResult
 from a3c.run.trainer import train
 
 
+def run(cfg: A3CConfig) -> A3CResult:
+    """``train(cfg)``; a run ended by Ctrl-C, SIGTERM or a failure ends the benchmark too
+    (``train`` turns a signal into a clean end, so the loop would go on to the next run)."""
+    r = train(cfg)
+    if r.exit_code:
+        print(f"a run ended with exit code {r.exit_code}; the benchmark stops", file=sys.stderr)
+        sys.exit(r.exit_code)
+    return r
+
+
 def steps_per_second(cfg: A3CConfig, seconds: float) -> float:
-    r = train(replace(cfg, time_limit=seconds, total_steps=10**12, target_return=1e12))
+    r = run(replace(cfg, time_limit=seconds, total_steps=10**12, target_return=1e12))
     return r.env_steps / r.wall_time
 
 
@@ -44,7 +55,7 @@ def scaling(base: A3CConfig, label: str, a: dict, b: dict, seconds: float, round
 def solve(base: A3CConfig, seeds: list[int], limit: float) -> None:
     times, steps = [], []
     for seed in seeds:
-        r = train(
+        r = run(
             replace(base, seed=seed, time_limit=limit, target_return=475.0, target_metric="train")
         )
         if r.solved_at is None:

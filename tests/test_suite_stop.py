@@ -1,12 +1,14 @@
-"""The learning suite stops at Ctrl-C/SIGTERM instead of starting its next run.
+"""The benchmarks that loop over runs stop at Ctrl-C/SIGTERM instead of starting the next.
 
 ``train()`` turns the signal into a clean end of the run (exit code 143); a caller that
 ignored the code went on to the next seed, so a suite needed one signal per run.
 """
 
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -40,3 +42,43 @@ def test_sigterm_stops_the_suite_not_just_the_run(tmp_path):
     # The finished seed is still summarised, the cut-short one is not.
     row = next(line for line in out.splitlines() if line.startswith("| CartPole-v1 |"))
     assert "/1 |" in row, row
+
+
+def test_sigterm_stops_the_throughput_benchmark():
+    """a3c_bench keeps its runs in a temporary folder: its console says when one starts."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "a3c_bench.py"), "--only", "workers"]
+    cmd += ["--seconds", "3", "--rounds", "2"]  # four runs
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)  # end of output
+
+    threading.Thread(target=read, daemon=True).start()
+    out: list[str] = []
+    deadline = time.monotonic() + 90
+    while sum(line.startswith("run folder:") for line in out) < 2:  # run 1 done, 2 going
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            line = None
+        if line is None:
+            proc.kill()
+            pytest.fail(f"the second run did not start: {out}")
+        out.append(line)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the benchmark did not exit within 30 s of SIGTERM")
+    while (line := lines.get(timeout=10)) is not None:
+        out.append(line)
+    text = "".join(out)
+    assert proc.returncode == 143, text
+    assert "Traceback" not in text
+    assert "a run ended with exit code 143; the benchmark stops" in text
+    assert text.count("run folder:") == 2, text

@@ -38,7 +38,8 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     # side by side (docs/benchmarks.md).
     chosen = {env: resolve_preset(env)[1].get("algo", "a3c") for env in presets}
     assert chosen["Pendulum-v1"] == chosen["LunarLander-v3"] == "appo"
-    assert chosen["CartPole-v1"] == "a3c"
+    assert chosen["Hopper-v5"] == "appo"
+    assert chosen["CartPole-v1"] == chosen["PongNoFrameskip-v4"] == "a3c"
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

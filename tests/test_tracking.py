@@ -55,15 +55,17 @@ def test_track_records_the_run_offline(tmp_path, monkeypatch):
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
     (run_file,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    names, config, history = set(), {}, set()
-    for record in wandb_records(run_file):
+    names, config, history, kinds = set(), {}, set(), []
+    for record in wandb_records(run_file):  # read at once: the run's end waits for its file
         kind = record.WhichOneof("record_type")
+        kinds.append(kind)
         if kind == "run":
             names.add(record.run.display_name)
             config.update({i.key: i.value_json for i in record.run.config.update})
             assert record.run.project == "tests"
         elif kind == "history":
             history.update(i.key or "/".join(i.nested_key) for i in record.history.item)
+    assert kinds[-1] == "exit", kinds[-3:]  # the file is whole, not still being written
     assert names == {run_dir.name}
     assert config["env"] == '"CartPole-v1"' and config["track"] == "true"
     acc = EventAccumulator(str(run_dir))

@@ -10,7 +10,14 @@ from torch import nn
 
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.optim import OPTIMIZERS, SharedAdam, SharedRMSprop, SharedRMSpropTF, SharedSGD
+from hogwild.optim import (
+    OPTIMIZERS,
+    SharedAdam,
+    SharedRMSprop,
+    SharedRMSpropTF,
+    SharedSGD,
+    adam_step_bound,
+)
 
 pytestmark = pytest.mark.usefixtures("hang_guard")
 
@@ -159,6 +166,53 @@ def test_two_processes_stepping_one_shared_adam_leave_one_consistent_state():
     assert (opt.state["exp_avg_sq"] > 0).all()
     # Adam moves each coordinate by at most ~lr per step.
     assert (params - start).abs().max() <= 600 * 1e-3 * 1.01
+
+
+def test_a_lost_second_moment_write_cannot_make_a_step_larger_than_sequential_adams():
+    """Lock-free workers can lose a write to the second moment (one worker's ``v * beta2``
+    overwriting another's ``+ g**2``); early on the unclamped step is then ~|m| / eps
+    times the rate (here ~1e7), the blow-up seen on Pong's first update."""
+    lr = 1e-3
+    params = torch.zeros(3)
+    opt = SharedAdam(params, lr=lr, num_workers=2)
+    opt.step(torch.tensor([0.5, -2.0, 1e-3]), worker=0)
+    opt.state["exp_avg_sq"].zero_()  # the write that the race lost
+    before = params.clone()
+    opt.step(torch.zeros(3), worker=1)
+    moved = (params - before).abs()
+    assert torch.isfinite(params).all()
+    assert (moved > 0).all()  # the first moment still moves every weight
+    assert moved.max() <= lr * adam_step_bound(0.9, 0.999, t=2) * (1 + 1e-6), moved / lr
+
+
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.8, 0.95)])
+@pytest.mark.parametrize("sequence", ["worst", "random"])
+def test_sequential_adam_reaches_its_step_bound_but_never_exceeds_it(betas, sequence):
+    """Gradients growing as (beta2 / beta1)**i reach the bound at every step, so it is
+    tight, and clamping to it leaves a sequential Adam as torch's."""
+    b1, b2 = betas
+    gen = torch.Generator().manual_seed(1)
+    grads = (
+        [(b2 / b1) ** i for i in range(50)]
+        if sequence == "worst"
+        else torch.randn(50, generator=gen).tolist()
+    )
+    params = torch.zeros(1, dtype=torch.float64)
+    opt = SharedAdam(params, lr=1.0, betas=betas, eps=0.0)
+    ref = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    ref_opt = torch.optim.Adam([ref], lr=1.0, betas=betas, eps=0.0)
+    for t, g in enumerate(grads, start=1):
+        before = ref.detach().clone()
+        ref.grad = torch.tensor([g], dtype=torch.float64)
+        ref_opt.step()
+        step, bound = (ref.detach() - before).abs().item(), adam_step_bound(b1, b2, t)
+        assert (
+            step == pytest.approx(bound, rel=1e-9)
+            if sequence == "worst"
+            else step <= bound * (1 + 1e-12)
+        )
+        opt.step(torch.tensor([g], dtype=torch.float64))
+        torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
 
 
 def test_two_processes_stepping_one_shared_rmsprop_share_its_averages():

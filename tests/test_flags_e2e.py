@@ -98,14 +98,24 @@ def test_linear_lr_schedule_decays_to_zero_at_the_step_budget(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "name, cls", [("adam", "SharedAdam"), ("sgd", "SharedSGD"), ("rmsprop_tf", "SharedRMSpropTF")]
+    "name, cls, eps",
+    [
+        ("adam", "SharedAdam", 1e-8),
+        ("adam", "SharedAdam", 1e-5),  # --optimizer-eps
+        ("sgd", "SharedSGD", None),
+        ("rmsprop_tf", "SharedRMSpropTF", 1e-5),
+    ],
 )
-def test_optimizer_updates_every_parameter_and_its_checkpoint_loads(tmp_path, capsys, name, cls):
+def test_optimizer_updates_every_parameter_and_its_checkpoint_loads(
+    tmp_path, capsys, name, cls, eps
+):
     seed = 4
-    run = a3c(tmp_path, "--optimizer", name, "--total-steps", "2000", "--seed", str(seed))
+    flags = ["--optimizer-eps", str(eps)] if name == "adam" and eps != 1e-8 else []
+    run = a3c(tmp_path, "--optimizer", name, "--total-steps", "2000", "--seed", str(seed), *flags)
     assert_losses_finite(run)
     ckpt = load_checkpoint(run / "checkpoint.pt")
     assert ckpt["optimizer"]["type"] == cls
+    assert ckpt["optimizer"]["hyperparameters"].get("eps") == eps
     assert ckpt["optimizer"]["steps"].sum() > 0
     start = initial_model(ckpt, seed)
     params = dict(ModelSpec.from_dict(ckpt["model_spec"]).build().named_parameters())

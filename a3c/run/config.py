@@ -86,6 +86,14 @@ class A3CConfig(EngineConfig):
         group=ALGO,
         choices=tuple(sorted(OPTIMIZERS)),
     )
+    optimizer_eps: float | None = setting(
+        None,
+        "the optimizer's epsilon, which bounds the step of a weight with tiny gradients "
+        "(none: the optimizer's own, adam 1e-8 and rmsprop 1e-5; SB3's and CleanRL's PPO "
+        "use 1e-5 with adam)",
+        group=ALGO,
+        above=0,
+    )
     lr: float = setting(7e-4, "learning rate", group=ALGO, above=0)
     lr_schedule: str = setting(
         "constant",
@@ -219,6 +227,10 @@ class A3CConfig(EngineConfig):
         if isinstance(self.wrappers, (list, tuple)):
             self.wrappers = tuple(reference_to(w, "wrapper") for w in self.wrappers)
         check(self)
+        if self.optimizer_eps is not None and self.optimizer == "sgd":
+            raise UsageError(
+                "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"
+            )
         if self.algo != "appo":
             return
         samples = self.n_steps * self.envs_per_worker

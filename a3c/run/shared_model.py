@@ -55,7 +55,9 @@ class SharedModel:
         self.model = self.spec.build()
         self.flat = flatten_parameters(self.model)
         self.buffers = flatten_buffers(self.model)
-        self.optimizer = OPTIMIZERS[cfg.optimizer](self.flat, lr=cfg.lr, num_workers=cfg.workers)
+        eps = {} if cfg.optimizer_eps is None else {"eps": cfg.optimizer_eps}
+        optimizer = OPTIMIZERS[cfg.optimizer]
+        self.optimizer = optimizer(self.flat, lr=cfg.lr, num_workers=cfg.workers, **eps)
 
     def statistics(self) -> dict[str, RunningMeanStd]:
         """The running statistics in use, by the names checkpoints give them."""

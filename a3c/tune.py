@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from a3c.envs.make import make_env
-from a3c.run.config import A3CConfig
+from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from a3c.run.presets import config_for
 from hogwild.cli import run_cli
 from hogwild.errors import UsageError
@@ -161,7 +161,7 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
             algo=args.algo,
             workers=args.workers,
             time_limit=args.budget,
-            total_steps=10**12,
+            total_steps=NO_STEP_BUDGET,
             target_return=1e18,  # none: the whole budget
             eval_interval=0,
             seed=args.seed + trial.number,

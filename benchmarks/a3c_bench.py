@@ -19,7 +19,7 @@ from dataclasses import replace
 
 import torch
 
-from a3c.run.config import A3CConfig
+from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from a3c.run.record import A3CResult
 from a3c.run.trainer import train
 
@@ -35,7 +35,7 @@ def run(cfg: A3CConfig) -> A3CResult:
 
 
 def steps_per_second(cfg: A3CConfig, seconds: float) -> float:
-    r = run(replace(cfg, time_limit=seconds, total_steps=10**12, target_return=1e12))
+    r = run(replace(cfg, time_limit=seconds, total_steps=NO_STEP_BUDGET, target_return=1e12))
     return r.env_steps / r.wall_time
 
 

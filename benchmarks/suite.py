@@ -35,6 +35,7 @@ from a3c.envs import make_env
 from a3c.envs.atari import is_atari_id
 from a3c.envs.minatar import is_minatar_id
 from a3c.plot import Curve, read_curve
+from a3c.run.config import NO_STEP_BUDGET
 from a3c.run.presets import config_for
 from a3c.run.trainer import train
 from hogwild.errors import UsageError
@@ -141,7 +142,7 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
             cfg.target_return = math.inf
         finals = (cfg.entropy_coef_final, cfg.clip_range_final)
         if cfg.lr_schedule == "constant" and all(x is None for x in finals):
-            cfg.total_steps = 10**12  # the whole budget; a decay keeps its own horizon
+            cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
         label = f"{cfg.preset} ({cfg.algo})"
         if r.exit_code:

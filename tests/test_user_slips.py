@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from a3c.evaluate import main as evaluate_main
-from a3c.run.config import A3CConfig
+from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from a3c.run.presets import config_for, read_config_file
 from a3c.run.telemetry import RunStats, status_line
 from a3c.run.trainer import train
@@ -40,6 +40,15 @@ def test_config_for_refuses_an_unknown_keyword_as_a_usage_error():
 def test_the_console_says_no_episode_yet_instead_of_nan():
     line = status_line(A3CConfig(), RunStats(), 0, 1.0, 0).line
     assert "nan" not in line and "(no episode yet)" in line
+
+
+def test_a_run_stopped_by_time_shows_no_step_budget():
+    """Benchmarks and tuning stop runs by time: no '/1,000,000,000,000' budget, no bar."""
+    budgeted = status_line(A3CConfig(total_steps=3000), RunStats(), 1024, 1.0, 0)
+    assert "steps 1,024/3,000 " in budgeted.line and budgeted.total == 3000
+    timed = status_line(A3CConfig(total_steps=NO_STEP_BUDGET), RunStats(), 1024, 1.0, 0)
+    assert "steps 1,024 " in timed.line and "/" not in timed.line.split("steps/s")[0]
+    assert timed.total is None and timed.done == 1024
 
 
 def test_one_episode_is_one_episode(tmp_path, capsys):

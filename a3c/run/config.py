@@ -23,6 +23,9 @@ PPO = "asynchronous PPO (--algo appo)"
 NET = "network"
 LOG = "evaluation and logging"
 
+# A step budget no run reaches: benchmarks and tuning stop runs by time instead.
+NO_STEP_BUDGET = 10**12
+
 
 @dataclass
 class A3CConfig(EngineConfig):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from a3c.run.config import A3CConfig
+from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
@@ -165,10 +165,11 @@ def status_line(
     target = "" if cfg.target_return is None else f" / target {cfg.target_return:g}"
     mean = f"{stats.mean_100:.1f}" if stats.recent else "(no episode yet)"
     solved = f"mean return(100) {mean}{target}, episodes {stats.episodes:,}"
+    total = None if cfg.total_steps >= NO_STEP_BUDGET else cfg.total_steps
+    budget = "" if total is None else f"/{total:,}"
     return Status(
-        line=f"steps {steps:,}/{cfg.total_steps:,}  {rate:,.0f} steps/s  {solved}  "
-        f"elapsed {elapsed:.0f}s",
+        line=f"steps {steps:,}{budget}  {rate:,.0f} steps/s  {solved}  elapsed {elapsed:.0f}s",
         done=steps,
-        total=cfg.total_steps,
+        total=total,
         postfix=solved,
     )

@@ -94,8 +94,8 @@ class SharedAdam(SharedOptimizer):
     gradient by a second moment that does not (yet) hold it. While the second moment is
     near zero that step is unbounded: on Pong with 2 workers, 7 of 12 starts exceeded the
     bound in their first 200 steps, 5 by 76-5,000x (46k weights at 293x on step 2), and
-    unclamped such a start collapsed its policy in its first update. So each step is
-    clamped to the bound, which a sequential Adam never exceeds.
+    before the clamp 2 of 15 starts collapsed their policy in the first updates. So each
+    step is clamped to the bound, which a sequential Adam never exceeds.
     """
 
     state_names = ("exp_avg", "exp_avg_sq")

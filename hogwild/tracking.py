@@ -10,12 +10,16 @@ records without the network; ``wandb sync`` uploads later.
 from __future__ import annotations
 
 import re
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 from hogwild.errors import UsageError
 
 DEFAULT_PROJECT = "hogwild-a3c"
+#: How long the end of a run waits for W&B to finish (0.02-0.05 s offline here).
+FINISH_TIMEOUT_S = 60.0
 
 
 def require() -> None:
@@ -34,6 +38,11 @@ def start(config: dict[str, Any], run_dir: Path) -> Any:
     is made (W&B hooks TensorBoard's writer). Its failures are one-line UsageErrors."""
     import wandb
 
+    # The run's one writer is W&B's root folder: with one folder and no root named, W&B's
+    # service waited 10 s at the end of every run to infer one ("no root directory").
+    if wandb.patched["tensorboard"]:
+        wandb.tensorboard.unpatch()
+    wandb.tensorboard.patch(root_logdir=str(run_dir), save=False)
     try:
         return wandb.init(
             project=config.get("wandb_project") or DEFAULT_PROJECT,
@@ -43,23 +52,45 @@ def start(config: dict[str, Any], run_dir: Path) -> Any:
             resume="allow",
             config=config,
             dir=str(run_dir),
-            sync_tensorboard=True,
             # Workers are forked from this process: no console-capturing threads in it.
             settings=wandb.Settings(console="off"),
         )
     except Exception as e:  # wandb raises many kinds (no API key, no network, bad entity)
+        wandb.tensorboard.unpatch()
         text = " ".join(str(e).split()) or type(e).__name__
         raise UsageError(f"--track: Weights & Biases refused the run: {text}") from e
 
 
-def finish(run: Any) -> None:
+def finish(run: Any, timeout: float = FINISH_TIMEOUT_S) -> None:
     """Finish the W&B run and wait until its file is whole: ``run.finish()`` returns before
     W&B's service has flushed it (the file lacked its last records in 4 of 45 offline runs),
     and W&B's ``atexit`` wait is unreliable in a process that forked workers. The service
-    is shut down only when no other W&B run is live in this process (a Python API user's)."""
-    if run is not None:
-        import wandb
+    is shut down only when no other W&B run is live in this process (a Python API user's).
+    A W&B that does not finish within ``timeout`` seconds is one warning line, not a hang:
+    the run's own files (events, checkpoints) are written before this."""
+    if run is None:
+        return
+    import wandb
 
-        run.finish()
-        if wandb.run is None:
-            wandb.teardown()
+    failure: list[Exception] = []
+
+    def close() -> None:
+        try:
+            run.finish()
+            wandb.tensorboard.unpatch()
+            if wandb.run is None:
+                wandb.teardown()
+        except Exception as e:  # raised again in the caller's thread below
+            failure.append(e)
+
+    closer = threading.Thread(target=close, name="wandb-finish", daemon=True)
+    closer.start()
+    closer.join(timeout)
+    if closer.is_alive():
+        print(
+            f"warning: --track: W&B did not finish within {timeout:g} s; its run file "
+            "may lack its last records (TensorBoard's are whole)",
+            file=sys.stderr,
+        )
+    elif failure:
+        raise failure[0]

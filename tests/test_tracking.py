@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import struct
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -55,7 +58,7 @@ def test_track_records_the_run_offline(tmp_path, monkeypatch):
     assert code == 0
     (run_dir,) = tmp_path.iterdir()
     (run_file,) = run_dir.glob("wandb/offline-run-*/run-*.wandb")
-    names, config, history, kinds = set(), {}, set(), []
+    names, config, history, kinds = set(), {}, Counter(), []
     for record in wandb_records(run_file):  # read at once: the run's end waits for its file
         kind = record.WhichOneof("record_type")
         kinds.append(kind)
@@ -68,7 +71,39 @@ def test_track_records_the_run_offline(tmp_path, monkeypatch):
     assert kinds[-1] == "exit", kinds[-3:]  # the file is whole, not still being written
     assert names == {run_dir.name}
     assert config["env"] == '"CartPole-v1"' and config["track"] == "true"
-    acc = EventAccumulator(str(run_dir))
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})  # 0: every point
     acc.Reload()
-    scalars = set(acc.Tags()["scalars"])
-    assert scalars and scalars <= history, scalars - history
+    points = {tag: len(acc.Scalars(tag)) for tag in acc.Tags()["scalars"]}
+    assert "hparam/env_steps" in points  # the summary written as the run closes
+    assert {tag: history[tag] for tag in points} == points  # every point, none twice
+
+
+def test_a_hung_wandb_finish_is_one_warning_not_a_hang(monkeypatch, capsys):
+    pytest.importorskip("wandb", reason="--track needs the [wandb] extra")
+    from hogwild import tracking
+
+    released = threading.Event()
+
+    class HungRun:  # a W&B service that never answers
+        def finish(self) -> None:
+            released.wait(30)
+
+    start = time.monotonic()
+    tracking.finish(HungRun(), timeout=0.5)
+    waited = time.monotonic() - start
+    released.set()
+    err = capsys.readouterr().err
+    assert 0.5 <= waited < 10, waited
+    assert err.count("\n") == 1 and "W&B did not finish within 0.5 s" in err, err
+
+
+def test_a_failing_wandb_finish_reaches_the_caller():
+    pytest.importorskip("wandb", reason="--track needs the [wandb] extra")
+    from hogwild import tracking
+
+    class BrokenRun:
+        def finish(self) -> None:
+            raise RuntimeError("service gone")
+
+    with pytest.raises(RuntimeError, match="service gone"):
+        tracking.finish(BrokenRun(), timeout=5)

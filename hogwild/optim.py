@@ -130,9 +130,10 @@ class SharedAdam(SharedOptimizer):
         m.lerp_(grad, 1 - b1)
         v.mul_(b2).addcmul_(grad, grad, value=1 - b2)
         torch.sqrt(v, out=scratch).div_(math.sqrt(1 - b2**t)).add_(self.eps)
-        bound = adam_step_bound(b1, b2, t) * (1 - b1**t)
-        torch.div(m, scratch, out=scratch).clamp_(-bound, bound)
-        self.params.add_(scratch, alpha=-lr / (1 - b1**t))
+        bias1 = 1 - b1**t  # m / bias1 is m_hat: the clamp is on m's scale, the bound's times bias1
+        limit = adam_step_bound(b1, b2, t) * bias1
+        torch.div(m, scratch, out=scratch).clamp_(-limit, limit)
+        self.params.add_(scratch, alpha=-lr / bias1)
 
 
 def adam_step_bound(beta1: float, beta2: float, t: int) -> float:

@@ -40,12 +40,16 @@ try:
 except ImportError:
     sys.exit("sb3_suite.py needs stable-baselines3 (pip install stable-baselines3); skipped")
 
-from suite import (  # noqa: E402  (benchmarks/suite.py: the same budgets and targets)
+from suite import (  # noqa: E402  (benchmarks/suite.py: the same budgets, targets and table)
     MILESTONE_STEPS,
     SUITE,
+    TABLE_HEADER,
     TARGETS,
+    ReturnRun,
+    ThresholdRun,
     by_return,
     holding,
+    table_row,
 )
 
 
@@ -205,6 +209,16 @@ class Solved(BaseCallback):
         self.curve = types.SimpleNamespace(steps=[], values=[])
         self.last_point = -math.inf
 
+    def result(self, budget: float) -> ThresholdRun | ReturnRun:
+        """This run as the suite's tables report it."""
+        seconds = budget if self.at_budget else time.monotonic() - self.t0
+        if self.threshold == math.inf:  # measured by the return reached (by_return)
+            at_milestone = self.at_milestone if self.num_timesteps >= MILESTONE_STEPS else math.nan
+            final, steps = self.at_budget or (self.last, self.num_timesteps)
+            return ReturnRun(at_milestone, final, seconds, steps)
+        hold = holding(self.curve, self.threshold, self.solved[1] if self.solved else None)
+        return ThresholdRun(self.solved, self.best, hold, seconds)
+
     def _on_step(self) -> bool:
         buf = self.model.ep_info_buffer
         if len(buf) == buf.maxlen:
@@ -306,57 +320,13 @@ def main() -> None:
     lines = []
     for env in envs:
         budget = args.budget or SUITE.get(env, 300)
-        times, steps, bests, reached, holds = [], [], [], [], []
+        runs = []
         for seed in args.seeds:
             cb = run(args.algo, env, seed, budget, args.to_1m)
-            if by_return(env):
-                if cb.num_timesteps < MILESTONE_STEPS:  # stopped before 1M steps
-                    cb.at_milestone = float("nan")
-                at_end, end_steps = cb.at_budget or (cb.last, cb.num_timesteps)
-                reached.append((cb.at_milestone, at_end, end_steps))
-                print(
-                    f"  {env} seed {seed}: 100-episode mean {cb.at_milestone:.1f} at "
-                    f"{MILESTONE_STEPS:,} steps, {at_end:.1f} after {budget:.0f} s "
-                    f"({end_steps:,} steps)",
-                    flush=True,
-                )
-                continue
-            if cb.solved:
-                times.append(cb.solved[0])
-                steps.append(cb.solved[1])
-                hold = holding(cb.curve, cb.threshold, cb.solved[1])
-                holds.append(hold)
-                print(
-                    f"  {env} seed {seed}: solved after {cb.solved[0]:.1f} s, "
-                    f"{cb.solved[1]:,} steps; then {hold.hold_rate:.0%} of the means held it, "
-                    f"worst {hold.worst_after:.1f}, final {hold.final:.1f} after {budget:.0f} s",
-                    flush=True,
-                )
-            else:
-                print(
-                    f"  {env} seed {seed}: not solved in {budget:.0f} s; best 100-episode "
-                    f"mean {cb.best:.1f}",
-                    flush=True,
-                )
-            bests.append(cb.best)
-        n = len(args.seeds)
-        if by_return(env):
-            at_steps = ", ".join(f"{r[0]:.0f}" for r in reached)
-            at_end = ", ".join(f"{r[1]:.0f} ({r[2] / 1e6:.2f}M)" for r in reached)
-            lines.append(f"| {env} | {system} | at 1M steps: {at_steps} | at the end: {at_end} | |")
-        elif len(times) == n:
-            rates, finals = [h.hold_rate for h in holds], [h.final for h in holds]
-            lines.append(
-                f"| {env} | {system} | {n}/{n} | {statistics.median(times):.1f} s "
-                f"({min(times):.1f}-{max(times):.1f}) | {statistics.median(steps) / 1e3:,.0f}k "
-                f"| {statistics.median(rates):.0%} ({min(rates):.0%}-{max(rates):.0%}) "
-                f"| {statistics.median(finals):.1f} ({min(finals):.1f}-{max(finals):.1f}) |"
-            )
-        else:
-            best = ", ".join(f"{b:.1f}" for b in bests)
-            lines.append(f"| {env} | {system} | {len(times)}/{n} | best means: {best} | |")
-    print("\n| env | system | solved | wall time, median (range) | env steps | hold rate | final |")
-    print("|---|---|---|---|---|---|---|")
+            runs.append(cb.result(budget))
+            print(runs[-1].describe(env, seed), flush=True)
+        lines.append(table_row(env, system, cb.threshold, runs))
+    print(f"\n{TABLE_HEADER}")
     print("\n".join(lines))
 
 

@@ -116,18 +116,106 @@ def holding(curve: Curve | None, threshold: float, solved_step: int | None) -> H
     return Holding(float((after >= threshold).mean()), float(after.min()), final)
 
 
+@dataclass
+class ThresholdRun:
+    """One seed of an env with a threshold, as the tables report it."""
+
+    solved_at: tuple[float, int] | None  # (s, env steps) when the mean first reached it
+    best: float  # the best 100-episode mean
+    holding: Holding
+    seconds: float  # the run's length
+
+    def describe(self, env: str, seed: int) -> str:
+        h = self.holding
+        if self.solved_at is None:
+            return (
+                f"  {env} seed {seed}: not solved in {self.seconds:.0f} s; best 100-episode "
+                f"mean {self.best:.1f}; final {h.final:.1f}"
+            )
+        t, steps = self.solved_at
+        return (
+            f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps; then "
+            f"{h.hold_rate:.0%} of the means held it, worst {h.worst_after:.1f}, final "
+            f"{h.final:.1f} after {self.seconds:.0f} s"
+        )
+
+
+@dataclass
+class ReturnRun:
+    """One seed of an env measured by the return it reaches (see :func:`by_return`)."""
+
+    at_milestone: float  # the 100-episode mean at MILESTONE_STEPS (nan: never got there)
+    final: float  # at the end of the budget
+    seconds: float
+    env_steps: int
+
+    def describe(self, env: str, seed: int) -> str:
+        return (
+            f"  {env} seed {seed}: 100-episode mean {self.at_milestone:.1f} at "
+            f"{MILESTONE_STEPS:,} steps, {self.final:.1f} after {self.seconds:.0f} s "
+            f"({self.env_steps:,} steps)"
+        )
+
+
+#: The table both suites print (this one and sb3_suite.py).
+TABLE_HEADER = (
+    "| env | system | target | solved | wall time, median (range) | env steps "
+    "| hold rate | worst after | final |\n|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def table_row(
+    env: str, system: str, target: float | None, runs: list[ThresholdRun] | list[ReturnRun]
+) -> str:
+    """One env's row: :class:`ReturnRun` figures, or the medians (and ranges) of
+    :class:`ThresholdRun` ones where every seed solved it, else each seed's best."""
+    if runs and isinstance(runs[0], ReturnRun):
+        at_steps = ", ".join(f"{r.at_milestone:.0f}" for r in runs)
+        at_end = ", ".join(
+            f"{r.final:.0f} ({r.seconds:.0f} s, {r.env_steps / 1e6:.2f}M)" for r in runs
+        )
+        milestone = f"at {MILESTONE_STEPS / 1e6:g}M steps: {at_steps}"
+        return f"| {env} | {system} | | {milestone} | at the end: {at_end} | | | | |"
+    solved = [r.solved_at for r in runs if r.solved_at is not None]
+    n = len(runs)
+    final = spread([r.holding.final for r in runs], "{:.1f}")
+    if n and len(solved) == n:
+        ts, ss = [t for t, _ in solved], [steps / 1e3 for _, steps in solved]
+        holds = [r.holding.hold_rate for r in runs]
+        worst = statistics.median(r.holding.worst_after for r in runs)
+        return (
+            f"| {env} | {system} | {target:g} | {n}/{n} | {spread(ts, '{:.1f}', ' s')} "
+            f"| {spread(ss, '{:,.0f}k')} | {spread(holds, '{:.0%}')} | {worst:.1f} | {final} |"
+        )
+    bests = ", ".join(f"{r.best:.1f}" + (" (solved)" if r.solved_at else "") for r in runs)
+    return (
+        f"| {env} | {system} | {target:g} | {len(solved)}/{n} | best means: {bests} | | | | "
+        f"{final} |"
+    )
+
+
+def spread(values: list[float], fmt: str, unit: str = "") -> str:
+    """``median unit (min-max)``, each number formatted with ``fmt``."""
+    low, mid, high = (fmt.format(x) for x in (min(values), statistics.median(values), max(values)))
+    return f"{mid}{unit} ({low}-{high})"
+
+
 class RunStopped(Exception):
     """A run ended by Ctrl-C, SIGTERM or a failure: the suite stops with it, as asked, instead
     of reporting a cut-short run as a result and starting the next."""
 
-    def __init__(self, env: str, seed: int, exit_code: int, done: tuple) -> None:
+    def __init__(self, env: str, seed: int, exit_code: int, row: str | None) -> None:
         super().__init__(f"{env} seed {seed} ended with exit code {exit_code}; the suite stops")
         self.exit_code = exit_code
-        self.done = done  # run_env's result for the seeds that finished before it
+        self.row = row  # the table row of the seeds that finished before it (None: none did)
 
 
-def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str):
-    rows = []
+def run_env(
+    env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str
+) -> str:
+    """Train every seed of ``env`` with its preset; its table row."""
+    runs: list[ThresholdRun | ReturnRun] = []
+    system = target = None
     for seed in seeds:
         cfg = config_for(
             env,
@@ -144,39 +232,20 @@ def run_env(env: str, seeds: list[int], budget: float, workers: int, extra: dict
         if cfg.lr_schedule == "constant" and all(x is None for x in finals):
             cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
-        label = f"{cfg.preset} ({cfg.algo})"
+        system, target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # filled in by train
         if r.exit_code:
-            raise RunStopped(env, seed, r.exit_code, (label, cfg.target_return, rows))
+            row = table_row(env, system, target, runs) if runs else None
+            raise RunStopped(env, seed, r.exit_code, row)
         if by_return(env):
-            at_steps, at_end = returns_reached(r.run_dir)
-            rows.append((False, r.wall_time, r.env_steps, at_end, at_steps))
-            print(
-                f"  {env} seed {seed}: 100-episode mean {at_steps:.1f} at "
-                f"{MILESTONE_STEPS:,} steps, {at_end:.1f} after {r.wall_time:.0f} s "
-                f"({r.env_steps:,} steps)",
-                flush=True,
-            )
+            at_milestone, final = returns_reached(r.run_dir)
+            runs.append(ReturnRun(at_milestone, final, r.wall_time, r.env_steps))
+            print(runs[-1].describe(env, seed), flush=True)
             continue
-        hold = holding(read_curve(r.run_dir), cfg.target_return, (r.solved_at or (0, None))[1])
-        if r.solved_at is not None:
-            t, steps = r.solved_at
-            rows.append((True, t, steps, r.mean_return_100, hold))
-            print(
-                f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps; then "
-                f"{hold.hold_rate:.0%} of the means held it, worst {hold.worst_after:.1f}, "
-                f"final {hold.final:.1f} after {r.wall_time:.0f} s",
-                flush=True,
-            )
-        else:
-            best = r.best_mean_100
-            mean, t, steps = best if best else (float("nan"), r.wall_time, r.env_steps)
-            rows.append((False, t, steps, mean, hold))
-            print(
-                f"  {env} seed {seed}: not solved in {budget:.0f} s; best 100-episode mean "
-                f"{mean:.1f} after {t:.1f} s, {steps:,} steps; final {hold.final:.1f}",
-                flush=True,
-            )
-    return label, cfg.target_return, rows
+        hold = holding(read_curve(r.run_dir), target, (r.solved_at or (0, None))[1])
+        best = r.best_mean_100[0] if r.best_mean_100 else math.nan
+        runs.append(ThresholdRun(r.solved_at, best, hold, r.wall_time))
+        print(runs[-1].describe(env, seed), flush=True)
+    return table_row(env, system, target, runs)
 
 
 def returns_reached(run_dir) -> tuple[float, float]:
@@ -187,32 +256,6 @@ def returns_reached(run_dir) -> tuple[float, float]:
     before = curve.values[curve.steps <= MILESTONE_STEPS]
     at_steps = float(before[-1]) if curve.steps[-1] >= MILESTONE_STEPS else math.nan
     return at_steps, float(curve.values[-1])
-
-
-def summary(env: str, preset, target, rows) -> str:
-    if by_return(env):
-        at_steps = ", ".join(f"{r[4]:.0f}" for r in rows)
-        at_end = ", ".join(f"{r[3]:.0f} ({r[1]:.0f} s, {r[2] / 1e6:.2f}M)" for r in rows)
-        milestone = f"at {MILESTONE_STEPS / 1e6:g}M steps: {at_steps}"
-        return f"| {env} | {preset} | {milestone} | at the end: {at_end} | |"
-    solved = [r for r in rows if r[0]]
-    n = len(rows)
-    finals = [r[4].final for r in rows]
-    final = f"{statistics.median(finals):.1f} ({min(finals):.1f}-{max(finals):.1f})"
-    if len(solved) == n:
-        ts, ss = [r[1] for r in rows], [r[2] for r in rows]
-        holds, worst = [r[4].hold_rate for r in rows], [r[4].worst_after for r in rows]
-        return (
-            f"| {env} | {preset} | {target:g} | {n}/{n} | {statistics.median(ts):.1f} s "
-            f"({min(ts):.1f}-{max(ts):.1f}) | {statistics.median(ss) / 1e3:,.0f}k "
-            f"({min(ss) / 1e3:,.0f}k-{max(ss) / 1e3:,.0f}k) | {statistics.median(holds):.0%} "
-            f"({min(holds):.0%}-{max(holds):.0%}) | {statistics.median(worst):.1f} | {final} |"
-        )
-    bests = ", ".join(f"{r[3]:.1f}" + (" (solved)" if r[0] else "") for r in rows)
-    return (
-        f"| {env} | {preset} | {target:g} | {len(solved)}/{n} | best means: {bests} | | | | "
-        f"{final} |"
-    )
 
 
 def main() -> None:
@@ -245,22 +288,17 @@ def main() -> None:
                 make_env(env, **config_for(env).env_options()).close()  # the preset's wrappers
             except UsageError as e:  # e.g. LunarLander without the box2d extra
                 print(f"  {env}: skipped: {e}", flush=True)
-                lines.append(f"| {env} | | | skipped: {e} | | |")
+                lines.append(f"| {env} | | | skipped: {e} | | | | | |")
                 continue
             try:
-                rows = run_env(env, args.seeds, budget, args.workers, extra, logdir)
+                lines.append(run_env(env, args.seeds, budget, args.workers, extra, logdir))
             except RunStopped as e:
                 print(e, file=sys.stderr, flush=True)
                 stopped = e.exit_code
-                if e.done[2]:
-                    lines.append(summary(env, *e.done))
+                if e.row:
+                    lines.append(e.row)
                 break
-            lines.append(summary(env, *rows))
-    print(
-        "\n| env | preset | target | solved | wall time, median (range) | env steps "
-        "| hold rate | worst after | final |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\n{TABLE_HEADER}")
     print("\n".join(lines))
     sys.exit(stopped)
 

@@ -97,13 +97,14 @@ def test_a_hung_wandb_finish_is_one_warning_not_a_hang(monkeypatch, capsys):
     assert err.count("\n") == 1 and "W&B did not finish within 0.5 s" in err, err
 
 
-def test_a_failing_wandb_finish_reaches_the_caller():
+def test_a_failing_wandb_finish_is_one_warning_not_a_traceback(capsys):
     pytest.importorskip("wandb", reason="--track needs the [wandb] extra")
     from hogwild import tracking
 
     class BrokenRun:
         def finish(self) -> None:
-            raise RuntimeError("service gone")
+            raise RuntimeError("service\n  gone")
 
-    with pytest.raises(RuntimeError, match="service gone"):
-        tracking.finish(BrokenRun(), timeout=5)
+    tracking.finish(BrokenRun(), timeout=5)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warning: --track: W&B service gone;" in err, err

@@ -4,8 +4,9 @@
 
 On 2 cores these set the pace: an A3C worker acts on a batch of observations each step
 and learns from its rollout once (APPO: ``epochs`` times). Prints, per conv encoder and the
-default MLP, a batch-1 and batch-8 forward under ``no_grad`` and a batch-40
-forward + backward (a rollout of 8 envs x 5 steps); per env, the cost of one agent step
+default MLP, a batch-1 and batch-8 forward under ``no_grad`` and a forward + backward
+of batch 40 (a rollout of 8 envs x 5 steps) and of batch 256 (an APPO minibatch on
+Atari: 4 envs x 128 steps in 2); per env, the cost of one agent step
 (``SyncVectorEnv`` of 8 with the project's wrappers). One torch thread; each figure is the
 median over rounds. Envs whose extra is missing are skipped, saying so.
 """
@@ -26,6 +27,7 @@ from a3c.envs.make import make_vector_env
 from a3c.policy import ModelSpec
 
 ROLLOUT = 40  # 8 envs x 5 steps: the A3C paper's Atari rollout per worker
+MINIBATCH = 256  # 4 envs x 128 steps in 2 minibatches: Pong's APPO table
 IMAGE = (4, 84, 84)
 MINATAR = (4, 10, 10)
 ENVS = ("CartPole-v1", "PongNoFrameskip-v4", "MinAtar/Breakout-v1")
@@ -63,8 +65,11 @@ def model_costs(rounds: int) -> None:
             None,
         ),
     }
-    print("\n| model | forward, batch 1 | forward, batch 8 | forward + backward, batch 40 |")
-    print("|---|---|---|---|")
+    print(
+        "\n| model | forward, batch 1 | forward, batch 8 "
+        "| forward + backward, batch 40 | forward + backward, batch 256 |"
+    )
+    print("|---|---|---|---|---|")
     for name, (model, shape, dtype) in models.items():
 
         def batch(n: int, shape=shape, dtype=dtype) -> torch.Tensor:
@@ -72,13 +77,13 @@ def model_costs(rounds: int) -> None:
                 return torch.randint(0, 256, (n, *shape), dtype=torch.uint8)
             return torch.randn(n, *shape, dtype=dtype)
 
-        one, eight, forty = batch(1), batch(8), batch(ROLLOUT)
+        one, eight = batch(1), batch(8)
 
         def act(obs: torch.Tensor, model=model) -> None:
             with torch.no_grad():
                 model.act(obs, False)
 
-        def learn(model=model, obs=forty) -> None:
+        def learn(obs: torch.Tensor, model=model) -> None:
             model.zero_grad(set_to_none=True)
             logits, value = model(obs)
             (logits.float().mean() + value.mean()).backward()
@@ -86,7 +91,8 @@ def model_costs(rounds: int) -> None:
         print(
             f"| {name} | {median_ms(functools.partial(act, one), 200, rounds):.3f} ms "
             f"| {median_ms(functools.partial(act, eight), 100, rounds):.3f} ms "
-            f"| {median_ms(learn, 20, rounds):.2f} ms |"
+            f"| {median_ms(functools.partial(learn, batch(ROLLOUT)), 20, rounds):.2f} ms "
+            f"| {median_ms(functools.partial(learn, batch(MINIBATCH)), 4, rounds):.2f} ms |"
         )
 
 

@@ -69,6 +69,29 @@ def test_channels_last_equals_channels_first():
     torch.testing.assert_close(last(x), first(x.permute(0, 3, 1, 2)))
 
 
+@pytest.mark.parametrize("cls", [A3CConv, NatureConv])
+def test_learning_in_nhwc_memory_changes_nothing(cls):
+    """With grad on, ``forward`` runs in NHWC memory (faster backward on CPU): the features
+    and the gradients are those of the plain NCHW layout, and acting's are the same too."""
+    torch.manual_seed(0)
+    net = cls((4, 84, 84))
+    x = torch.randint(0, 256, (16, 4, 84, 84), dtype=torch.uint8)
+
+    def nchw(obs: torch.Tensor) -> torch.Tensor:
+        h = net.conv(obs.float().contiguous() * net.scale)
+        return torch.relu(net.fc(h.flatten(1)))
+
+    def grads(features: torch.Tensor) -> list[torch.Tensor]:
+        return torch.autograd.grad(features.square().mean(), list(net.parameters()))
+
+    learned = net(x)
+    torch.testing.assert_close(learned, nchw(x), rtol=1e-4, atol=1e-5)
+    for got, want in zip(grads(net(x)), grads(nchw(x)), strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-6)
+    with torch.no_grad():
+        torch.testing.assert_close(net(x), learned.detach(), rtol=1e-4, atol=1e-5)
+
+
 def test_orthogonal_init_and_zero_biases():
     net = NatureConv((4, 84, 84))
     for layer in [*net.conv, net.fc]:

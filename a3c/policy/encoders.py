@@ -87,6 +87,12 @@ class ConvEncoder(nn.Module):
             raise ValueError(f"expected a batch of images [B, C, H, W], got shape {obs.shape}")
         if self.channels_last:
             obs = obs.permute(0, 3, 1, 2)
+        if torch.is_grad_enabled() and obs.device.type == "cpu":
+            # Learning in NHWC memory: oneDNN's CPU convolution backward is faster in it
+            # (A3CConv, batch 256: 75-110 ms against 118-155; benchmarks/costs.py), Pong
+            # steps 12-21% faster with A3C or APPO. Acting (no grad, batch 8) gains
+            # nothing, so it stays NCHW. docs/benchmarks.md, "Per-step costs".
+            obs = obs.contiguous(memory_format=torch.channels_last)
         x = obs.to(self.fc.weight.dtype) * self.scale
         x = self.conv(x)
         return torch.relu(self.fc(x.flatten(1)))

@@ -66,7 +66,7 @@ def solve(base: A3CConfig, seeds: list[int], limit: float) -> None:
             )
             times.append(float("inf"))
             continue
-        t, s = r.solved_at
+        t, s = r.solved_at.seconds, r.solved_at.env_steps
         times.append(t)
         steps.append(s)
         print(f"  seed {seed}: solved after {t:.1f} s, {s:,} env steps", flush=True)

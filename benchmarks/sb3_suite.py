@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from a3c.envs.minatar import is_minatar_id
+from a3c.run.record import Solved
 
 try:
     from stable_baselines3 import A2C, PPO
@@ -194,12 +195,14 @@ def zoo_settings(algo: str, env_id: str) -> tuple[int, bool, dict] | None:
     return ZOO[algo].get(env_id)
 
 
-class Solved(BaseCallback):
+class Progress(BaseCallback):
+    """What the suite reports of an SB3 run, followed as this project's trainer does."""
+
     def __init__(self, threshold: float, budget: float) -> None:
         super().__init__()
         self.threshold, self.budget = threshold, budget
         self.t0 = time.monotonic()
-        self.solved: tuple[float, int] | None = None
+        self.solved: Solved | None = None
         self.best = float("-inf")
         self.last = float("nan")
         self.at_milestone = float("nan")
@@ -216,7 +219,7 @@ class Solved(BaseCallback):
             at_milestone = self.at_milestone if self.num_timesteps >= MILESTONE_STEPS else math.nan
             final, steps = self.at_budget or (self.last, self.num_timesteps)
             return ReturnRun(at_milestone, final, seconds, steps)
-        hold = holding(self.curve, self.threshold, self.solved[1] if self.solved else None)
+        hold = holding(self.curve, self.threshold, self.solved and self.solved.env_steps)
         return ThresholdRun(self.solved, self.best, hold, seconds)
 
     def _on_step(self) -> bool:
@@ -233,7 +236,7 @@ class Solved(BaseCallback):
                 self.last_point = now
             if mean >= self.threshold and self.solved is None:
                 # Not the end: the run goes on to its budget, to see whether it holds.
-                self.solved = (now - self.t0, self.num_timesteps)
+                self.solved = Solved(now - self.t0, self.num_timesteps)
         if self.at_budget is None and time.monotonic() - self.t0 >= self.budget:
             self.at_budget = (self.last, self.num_timesteps)
         return self.at_budget is None or (
@@ -260,7 +263,7 @@ def minigrid_flat(env_id: str) -> gym.Env:
     return FlatObsWrapper(gym.make(env_id))
 
 
-def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = False) -> Solved:
+def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = False) -> Progress:
     n_envs, normalize, kwargs = zoo_settings(algo, env_id)
     make = env_id
     if env_id.startswith("MinAtar/"):
@@ -274,7 +277,7 @@ def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = F
     threshold = TARGETS.get(env_id) or (
         math.inf if by_return(env_id) else gym.spec(env_id).reward_threshold
     )
-    cb = Solved(threshold, budget)
+    cb = Progress(threshold, budget)
     cb.until_milestone = to_milestone and by_return(env_id)
     cb.t0 = time.monotonic()
     model.learn(total_timesteps=10**9, callback=cb)

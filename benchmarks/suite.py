@@ -37,6 +37,7 @@ from a3c.envs.minatar import is_minatar_id
 from a3c.plot import Curve, read_curve
 from a3c.run.config import NO_STEP_BUDGET
 from a3c.run.presets import config_for
+from a3c.run.record import Solved
 from a3c.run.trainer import train
 from hogwild.errors import UsageError
 
@@ -120,7 +121,7 @@ def holding(curve: Curve | None, threshold: float, solved_step: int | None) -> H
 class ThresholdRun:
     """One seed of an env with a threshold, as the tables report it."""
 
-    solved_at: tuple[float, int] | None  # (s, env steps) when the mean first reached it
+    solved_at: Solved | None  # when the mean first reached it
     best: float  # the best 100-episode mean
     holding: Holding
     seconds: float  # the run's length
@@ -132,9 +133,9 @@ class ThresholdRun:
                 f"  {env} seed {seed}: not solved in {self.seconds:.0f} s; best 100-episode "
                 f"mean {self.best:.1f}; final {h.final:.1f}"
             )
-        t, steps = self.solved_at
         return (
-            f"  {env} seed {seed}: solved after {t:.1f} s, {steps:,} steps; then "
+            f"  {env} seed {seed}: solved after {self.solved_at.seconds:.1f} s, "
+            f"{self.solved_at.env_steps:,} steps; then "
             f"{h.hold_rate:.0%} of the means held it, worst {h.worst_after:.1f}, final "
             f"{h.final:.1f} after {self.seconds:.0f} s"
         )
@@ -180,7 +181,7 @@ def table_row(
     n = len(runs)
     final = spread([r.holding.final for r in runs], "{:.1f}")
     if n and len(solved) == n:
-        ts, ss = [t for t, _ in solved], [steps / 1e3 for _, steps in solved]
+        ts, ss = [s.seconds for s in solved], [s.env_steps / 1e3 for s in solved]
         holds = [r.holding.hold_rate for r in runs]
         worst = statistics.median(r.holding.worst_after for r in runs)
         return (
@@ -241,8 +242,8 @@ def run_env(
             runs.append(ReturnRun(at_milestone, final, r.wall_time, r.env_steps))
             print(runs[-1].describe(env, seed), flush=True)
             continue
-        hold = holding(read_curve(r.run_dir), target, (r.solved_at or (0, None))[1])
-        best = r.best_mean_100[0] if r.best_mean_100 else math.nan
+        hold = holding(read_curve(r.run_dir), target, r.solved_at and r.solved_at.env_steps)
+        best = r.best_mean_100.mean if r.best_mean_100 else math.nan
         runs.append(ThresholdRun(r.solved_at, best, hold, r.wall_time))
         print(runs[-1].describe(env, seed), flush=True)
     return table_row(env, system, target, runs)

@@ -8,7 +8,7 @@ import logging
 import math
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -19,27 +19,46 @@ from hogwild.errors import UsageError
 log = logging.getLogger(__name__)
 
 
+class Solved(NamedTuple):
+    """When the 100-episode training mean first reached the target."""
+
+    seconds: float
+    env_steps: int
+
+
+class BestMean(NamedTuple):
+    """The best 100-episode training mean so far, and when it was reached."""
+
+    mean: float
+    seconds: float
+    env_steps: int
+
+
 @dataclasses.dataclass
 class RunHistory:
     """The run's record so far; times are seconds of the whole run (all sessions)."""
 
     best_eval: float = -math.inf
     best_eval_step: int | None = None
-    solved_at: tuple[float, int] | None = None  # (seconds, env steps)
-    best_100: tuple[float, float, int] | None = None  # (mean, seconds, env steps)
+    solved_at: Solved | None = None
+    best_100: BestMean | None = None
     entropy_warned: bool = False
     recent: list[float] = dataclasses.field(default_factory=list)  # the last 100 returns
     episodes: int = 0
 
     def state(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain types only: a ``weights_only`` load refuses our named tuples."""
+        state = dataclasses.asdict(self)
+        state["solved_at"] = _plain(self.solved_at)
+        state["best_100"] = _plain(self.best_100)
+        return state
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> RunHistory:
         names = {f.name for f in dataclasses.fields(cls)}
         history = cls(**{k: v for k, v in state.items() if k in names})
-        history.solved_at = _tuple(history.solved_at)
-        history.best_100 = _tuple(history.best_100)
+        history.solved_at = None if history.solved_at is None else Solved(*history.solved_at)
+        history.best_100 = None if history.best_100 is None else BestMean(*history.best_100)
         return history
 
 
@@ -51,8 +70,8 @@ class A3CResult:
     env_steps: int
     wall_time: float
     mean_return_100: float
-    solved_at: tuple[float, int] | None
-    best_mean_100: tuple[float, float, int] | None  # (mean, seconds, env steps) of the best
+    solved_at: Solved | None
+    best_mean_100: BestMean | None
     best_eval: float
     exit_code: int
 
@@ -87,5 +106,5 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
-def _tuple(value: Any) -> tuple | None:
+def _plain(value: tuple | None) -> tuple | None:
     return None if value is None else tuple(value)

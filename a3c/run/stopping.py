@@ -4,7 +4,7 @@ reached the target, the best 100-episode mean, and when the policy has stopped e
 from __future__ import annotations
 
 from a3c.run.config import A3CConfig
-from a3c.run.record import RunHistory
+from a3c.run.record import BestMean, RunHistory, Solved
 from a3c.run.telemetry import STAT, RunStats
 
 #: Warn when the policy's entropy is below this fraction of the uniform policy's while
@@ -28,8 +28,8 @@ class Targets:
         """Note a new best 100-episode mean; whether the window is full."""
         history = self.history
         full = len(stats.recent) == stats.recent.maxlen
-        if full and (history.best_100 is None or stats.mean_100 > history.best_100[0]):
-            history.best_100 = (stats.mean_100, seconds, steps)
+        if full and (history.best_100 is None or stats.mean_100 > history.best_100.mean):
+            history.best_100 = BestMean(stats.mean_100, seconds, steps)
             self.last_progress = now
         return full
 
@@ -40,7 +40,7 @@ class Targets:
             return False
         if stats.mean_100 < self.target:
             return False
-        self.history.solved_at = (seconds, steps)
+        self.history.solved_at = Solved(seconds, steps)
         return True
 
     def train_reason(self, stats: RunStats) -> str | None:

@@ -227,7 +227,11 @@ class A3CRun:
                 f"{reason}: {self.steps.total} env steps in {self.wall:.1f} s "
                 f"({(self.steps.total - self.steps.start) / max(self.wall, 1e-9):,.0f} steps/s), "
                 f"100-episode mean return {stats.mean_100:.1f}"
-                + (f", solved after {solved[0]:.1f} s / {solved[1]} steps" if solved else "")
+                + (
+                    f", solved after {solved.seconds:.1f} s / {solved.env_steps} steps"
+                    if solved
+                    else ""
+                )
                 + (f"; checkpoint {path}" if path else "")
             )
         self.result = A3CResult(
@@ -285,7 +289,7 @@ class A3CRun:
         if not self.targets.solved_now(self.stats, self._run_seconds(now), steps, now):
             return None
         if self.rundir is not None:
-            self.rundir.scalar("charts/solved_at_seconds", self.history.solved_at[0], steps)
+            self.rundir.scalar("charts/solved_at_seconds", self.history.solved_at.seconds, steps)
         return self.targets.train_reason(self.stats)
 
     def _log(self, now: float) -> str | None:
@@ -317,7 +321,7 @@ class A3CRun:
             seconds=self._run_seconds(now),
             episodes=self.stats.episodes,
             mean_return_100=self.stats.mean_100 if self.stats.recent else None,
-            best_mean_100=best_100[0] if best_100 else None,
+            best_mean_100=best_100.mean if best_100 else None,
             eval_mean_return=eval_mean_return,
             best_eval=finite_or_none(history.best_eval),
             stats=dict(stats or {}),

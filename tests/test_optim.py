@@ -17,6 +17,7 @@ from hogwild.optim import (
     SharedRMSpropTF,
     SharedSGD,
     adam_step_bound,
+    rmsprop_step_bound,
 )
 
 pytestmark = pytest.mark.usefixtures("hang_guard")
@@ -215,6 +216,49 @@ def test_sequential_adam_reaches_its_step_bound_but_never_exceeds_it(betas, sequ
         torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
 
 
+class _LostWrite(torch.Tensor):
+    """A square average whose ``+ g**2`` another worker's write-back wiped out."""
+
+    def addcmul_(self, *args, **kwargs):
+        return self
+
+
+@pytest.mark.parametrize("cls", [SharedRMSprop, SharedRMSpropTF])
+def test_a_lost_square_average_write_cannot_make_an_rmsprop_step_larger_than_sequential(cls):
+    """As Adam's: a worker whose ``+ g**2`` was lost divides its gradient by an average
+    that does not hold it; from RMSprop's average of 0 the unclamped step would be
+    ~|g| / eps times the rate (here 2e5) instead of at most 10."""
+    lr = 1e-3
+    params = torch.zeros(3)
+    opt = cls(params, lr=lr, eps=1e-5, num_workers=2)
+    opt.state["square_avg"] = opt.state["square_avg"].as_subclass(_LostWrite)
+    opt.step(torch.tensor([0.5, -2.0, 1e-3]), worker=1)
+    moved = params.abs()
+    assert torch.isfinite(params).all() and (moved > 0).all()
+    assert moved.max() <= lr * rmsprop_step_bound(0.99) * (1 + 1e-6), moved / lr
+
+
+@pytest.mark.parametrize("alpha", [0.99, 0.9])
+def test_sequential_rmsprop_reaches_its_step_bound_on_its_first_step_but_never_exceeds_it(alpha):
+    """From an average of 0 the first step is the bound (tight); random gradients after
+    stay under it, and the clamped steps are torch's (no eps, to compare exactly)."""
+    gen = torch.Generator().manual_seed(1)
+    grads = (torch.randn(50, generator=gen) * torch.logspace(0, 3, 50)).tolist()
+    params = torch.zeros(1, dtype=torch.float64)
+    opt = SharedRMSprop(params, lr=1.0, alpha=alpha, eps=0.0)
+    ref = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    ref_opt = torch.optim.RMSprop([ref], lr=1.0, alpha=alpha, eps=0.0)
+    for t, g in enumerate(grads, start=1):
+        before = ref.detach().clone()
+        ref.grad = torch.tensor([g], dtype=torch.float64)
+        ref_opt.step()
+        step = (ref.detach() - before).abs().item()
+        bound = rmsprop_step_bound(alpha)
+        assert step == pytest.approx(bound, rel=1e-9) if t == 1 else step <= bound * (1 + 1e-12)
+        opt.step(torch.tensor([g], dtype=torch.float64))
+        torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
+
+
 def test_two_processes_stepping_one_shared_rmsprop_share_its_averages():
     """A3C's optimizer: both workers' squared gradients land in one shared average."""
     params = torch.randn(500)
@@ -282,3 +326,5 @@ def test_rejects_bad_arguments():
         SharedAdam(torch.zeros(2, 2))
     with pytest.raises(ValueError, match="positive"):
         SharedSGD(torch.zeros(2), lr=0)
+    with pytest.raises(ValueError, match="alpha"):
+        SharedRMSprop(torch.zeros(2), alpha=1.0)

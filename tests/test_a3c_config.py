@@ -42,7 +42,7 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     assert chosen["CartPole-v1"] == chosen["PongNoFrameskip-v4"] == "a3c"
     # --algo appo on Pong: its own measured settings over the game's, the family's under.
     _, pong = resolve_preset("PongNoFrameskip-v4", algo="appo")
-    assert pong["lr"] == 1.25e-3 and pong["total_steps"] == 2_000_000 and pong["conv"] == "a3c"
+    assert pong["lr"] == 1.25e-3 and pong["total_steps"] == 3_000_000 and pong["conv"] == "a3c"
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from a3c.envs.minatar import is_minatar_id
+from a3c.run.config import NO_STEP_BUDGET
 from a3c.run.record import Solved
 
 try:
@@ -280,7 +281,7 @@ def run(algo: str, env_id: str, seed: int, budget: float, to_milestone: bool = F
     cb = Progress(threshold, budget)
     cb.until_milestone = to_milestone and by_return(env_id)
     cb.t0 = time.monotonic()
-    model.learn(total_timesteps=10**9, callback=cb)
+    model.learn(total_timesteps=NO_STEP_BUDGET, callback=cb)  # the callback stops it by time
     venv.close()
     return cb
 

@@ -38,11 +38,15 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     # side by side (docs/benchmarks.md).
     chosen = {env: resolve_preset(env)[1].get("algo", "a3c") for env in presets}
     assert chosen["Pendulum-v1"] == chosen["LunarLander-v3"] == "appo"
-    assert chosen["Hopper-v5"] == "appo"
-    assert chosen["CartPole-v1"] == chosen["PongNoFrameskip-v4"] == "a3c"
-    # --algo appo on Pong: its own measured settings over the game's, the family's under.
-    _, pong = resolve_preset("PongNoFrameskip-v4", algo="appo")
+    assert chosen["Hopper-v5"] == chosen["PongNoFrameskip-v4"] == "appo"
+    assert chosen["CartPole-v1"] == "a3c"
+    # Pong: APPO's measured settings over the game's, the family's under; --algo a3c gets
+    # A3C's own (its longer decay) instead.
+    _, pong = resolve_preset("PongNoFrameskip-v4")
     assert pong["lr"] == 1.25e-3 and pong["total_steps"] == 3_000_000 and pong["conv"] == "a3c"
+    a3c = config_for("PongNoFrameskip-v4", algo="a3c")
+    assert (a3c.algo, a3c.lr_schedule, a3c.total_steps) == ("a3c", "linear", 6_000_000)
+    assert (a3c.optimizer, a3c.lr, a3c.envs_per_worker) == ("rmsprop", 7e-4, 8)
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

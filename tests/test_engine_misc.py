@@ -278,7 +278,9 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
         outcomes.append(ev.offer(params * i, SLOW_FROM_STEP + i))
         durations.append(time.monotonic() - t0)
     assert max(durations) < SLOW_SCORE_S / 2, durations
-    assert outcomes[0] is True and outcomes.count(True) <= 3 and outcomes[-1] is False, outcomes
+    # Which offers are refused depends on when the evaluator takes its first snapshot (on
+    # a loaded CI machine, after the third offer: [T, T, F, F, F, T]); how many is bounded.
+    assert outcomes[0] is True and outcomes.count(True) <= 3, outcomes
 
     # kill -9 while it scores, with snapshots pending: restarted, and the pool fully usable.
     # Killed inside results.put(), it would keep the queue's write lock for ever; holding

@@ -186,6 +186,22 @@ def test_a_lost_second_moment_write_cannot_make_a_step_larger_than_sequential_ad
     assert moved.max() <= lr * adam_step_bound(0.9, 0.999, t=2) * (1 + 1e-6), moved / lr
 
 
+def _torch_steps(ours: type, theirs: type, grads: list[float], **kw):
+    """Step ours and torch's on one float64 weight with ``grads``; yield ``(t, torch's
+    step size)``, ours asserted equal to torch's after every step."""
+    params = torch.zeros(1, dtype=torch.float64)
+    opt = ours(params, lr=1.0, eps=0.0, **kw)
+    ref = nn.Parameter(torch.zeros(1, dtype=torch.float64))
+    ref_opt = theirs([ref], lr=1.0, eps=0.0, **kw)
+    for t, g in enumerate(grads, start=1):
+        before = ref.detach().clone()
+        ref.grad = torch.tensor([g], dtype=torch.float64)
+        ref_opt.step()
+        yield t, (ref.detach() - before).abs().item()
+        opt.step(torch.tensor([g], dtype=torch.float64))
+        torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
+
+
 @pytest.mark.parametrize("betas", [(0.9, 0.999), (0.8, 0.95)])
 @pytest.mark.parametrize("sequence", ["worst", "random"])
 def test_sequential_adam_reaches_its_step_bound_but_never_exceeds_it(betas, sequence):
@@ -198,22 +214,13 @@ def test_sequential_adam_reaches_its_step_bound_but_never_exceeds_it(betas, sequ
         if sequence == "worst"
         else torch.randn(50, generator=gen).tolist()
     )
-    params = torch.zeros(1, dtype=torch.float64)
-    opt = SharedAdam(params, lr=1.0, betas=betas, eps=0.0)
-    ref = nn.Parameter(torch.zeros(1, dtype=torch.float64))
-    ref_opt = torch.optim.Adam([ref], lr=1.0, betas=betas, eps=0.0)
-    for t, g in enumerate(grads, start=1):
-        before = ref.detach().clone()
-        ref.grad = torch.tensor([g], dtype=torch.float64)
-        ref_opt.step()
-        step, bound = (ref.detach() - before).abs().item(), adam_step_bound(b1, b2, t)
+    for t, step in _torch_steps(SharedAdam, torch.optim.Adam, grads, betas=betas):
+        bound = adam_step_bound(b1, b2, t)
         assert (
             step == pytest.approx(bound, rel=1e-9)
             if sequence == "worst"
             else step <= bound * (1 + 1e-12)
         )
-        opt.step(torch.tensor([g], dtype=torch.float64))
-        torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
 
 
 class _LostWrite(torch.Tensor):
@@ -244,19 +251,9 @@ def test_sequential_rmsprop_reaches_its_step_bound_on_its_first_step_but_never_e
     stay under it, and the clamped steps are torch's (no eps, to compare exactly)."""
     gen = torch.Generator().manual_seed(1)
     grads = (torch.randn(50, generator=gen) * torch.logspace(0, 3, 50)).tolist()
-    params = torch.zeros(1, dtype=torch.float64)
-    opt = SharedRMSprop(params, lr=1.0, alpha=alpha, eps=0.0)
-    ref = nn.Parameter(torch.zeros(1, dtype=torch.float64))
-    ref_opt = torch.optim.RMSprop([ref], lr=1.0, alpha=alpha, eps=0.0)
-    for t, g in enumerate(grads, start=1):
-        before = ref.detach().clone()
-        ref.grad = torch.tensor([g], dtype=torch.float64)
-        ref_opt.step()
-        step = (ref.detach() - before).abs().item()
-        bound = rmsprop_step_bound(alpha)
+    bound = rmsprop_step_bound(alpha)
+    for t, step in _torch_steps(SharedRMSprop, torch.optim.RMSprop, grads, alpha=alpha):
         assert step == pytest.approx(bound, rel=1e-9) if t == 1 else step <= bound * (1 + 1e-12)
-        opt.step(torch.tensor([g], dtype=torch.float64))
-        torch.testing.assert_close(params, ref.detach(), rtol=1e-9, atol=0)
 
 
 def test_two_processes_stepping_one_shared_rmsprop_share_its_averages():

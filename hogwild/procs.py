@@ -25,6 +25,8 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from hogwild.heap import keep_freed_memory
+
 log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
@@ -102,6 +104,7 @@ def _bootstrap(
     target: Callable, ctx: WorkerContext, args: tuple, err: Connection, parent_pid: int
 ) -> None:
     die_with_parent(parent_pid)
+    keep_freed_memory()
     # The terminal's Ctrl-C reaches the whole process group; only the main process acts on it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A forked child inherits the parent's Python handlers (GracefulShutdown's, say): SIGTERM

@@ -171,6 +171,21 @@ def report_then_maybe_raise(
     time.sleep(seconds)
 
 
+def resident_bytes() -> int:
+    """This process's resident set size."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def report_memory_kept(ctx, results, size: int) -> None:
+    """Fill and free a ``size``-byte tensor; report the resident bytes that freeing gave
+    back to the kernel. (Also a plain process target: ``ctx`` unused.)"""
+    big = torch.ones(size // 4)
+    with_it = resident_bytes()
+    del big
+    results.put(with_it - resident_bytes())
+
+
 def run_for(ctx, pids, seconds: float) -> None:
     """Publish the pid, then work (sleep) for ``seconds`` and finish normally.
 

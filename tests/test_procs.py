@@ -17,6 +17,7 @@ from engine_helpers import (
     ROOT,
     ignore_stop,
     read_line,
+    report_memory_kept,
     report_then_maybe_raise,
     run_for,
     spin_on_should_stop,
@@ -26,6 +27,7 @@ from engine_helpers import (
 )
 from proc_helpers import child_pids, pid_gone
 
+from hogwild.heap import keep_freed_memory
 from hogwild.pool import get_with_timeout
 from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
 from hogwild.shutdown import GracefulShutdown
@@ -308,3 +310,29 @@ def test_worker_dies_with_its_parent():
         if worker is not None and not pid_gone(worker):
             os.kill(worker, signal.SIGKILL)
         intermediate.stdout.close()
+
+
+BIG = 200 << 20  # above glibc's largest dynamic mmap threshold (32 MiB): mmapped by default
+
+
+@pytest.mark.usefixtures("no_leftover_children")
+def test_workers_keep_freed_memory_for_reuse_a_plain_process_does_not():
+    results = CTX.SimpleQueue()
+    plain = CTX.Process(target=report_memory_kept, args=(None, results, BIG))
+    plain.start()
+    plain.join(30)
+    given_back_plain = get_with_timeout(results, 10)
+    group = WorkerGroup(report_memory_kept, (results, BIG), num_workers=1, seed=0)
+    group.start()
+    try:
+        supervise(group, timeout=30)
+    finally:
+        group.stop(timeout=2)
+    given_back_worker = get_with_timeout(results, 10)
+    assert given_back_plain > BIG // 2  # glibc's default: the pages go back at once
+    assert given_back_worker < BIG // 10  # a worker keeps them for its next step
+
+
+def test_a_users_own_malloc_settings_are_left_alone(monkeypatch):
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
+    assert keep_freed_memory() is False

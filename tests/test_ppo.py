@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -171,3 +173,26 @@ def test_bad_appo_settings_are_one_line_and_exit_2(flags, words, capsys, tmp_pat
     assert words in err and len(err.splitlines()) == 1, err
     with pytest.raises(UsageError):
         A3CConfig(algo="appo", n_steps=5, envs_per_worker=8, minibatches=41)
+
+
+def test_behaviour_recorded_while_acting_is_the_behaviour_of_a_second_pass():
+    """Acting keeps APPO's log-probabilities and values; only the bootstrap rows (the next
+    observations and the truncated episodes' last ones) still pass through the model.
+    Separate nets do not record: their values would cost a pass per step."""
+    from a3c.learning.collect import Collector
+
+    envs = make_vector_env("CartPole-v1", 3, seed=0, max_episode_steps=7)
+    torch.manual_seed(0)
+    separate = Collector(envs, mlp(4, 2, separate=True), 4, seed=0, record=True).collect()
+    assert separate.log_p is None and separate.values is None
+    model = mlp(4, 2, hidden=(8,))
+    recorded = Collector(envs, model, 16, seed=0, record=True).collect()
+    envs.close()
+    assert recorded.log_p is not None and recorded.values is not None
+    assert recorded.truncated.any() and recorded.final_obs.shape[0] > 0
+    second_pass = dataclasses.replace(recorded, log_p=None, values=None)
+    got = behaviour(model, recorded, GAMMA, 0.95)
+    want = behaviour(model, second_pass, GAMMA, 0.95)
+    for name in ("log_p", "values", "advantages", "returns"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name))
+    assert got.explained_variance == pytest.approx(want.explained_variance, abs=1e-5)

@@ -25,7 +25,10 @@ __all__ = ["Collector"]
 class Collector:
     """One worker's acting loop. ``collect()`` fills its own buffers (reused each call:
     a rollout is valid until the next call) and queues finished episodes' returns and
-    lengths for ``take_episodes()``."""
+    lengths for ``take_episodes()``. With ``record``, the rollout of a feed-forward policy
+    on one trunk also keeps its actions' log-probabilities and its values (APPO's
+    behaviour): its values come with its actions. Separate nets would pay a value pass
+    per step, more than one batched pass after the rollout; an LSTM's is unrolled after."""
 
     def __init__(
         self,
@@ -34,6 +37,7 @@ class Collector:
         n_steps: int,
         seed: int | None = None,
         scaler: ReturnScaler | None = None,
+        record: bool = False,
     ) -> None:
         self.envs, self.model, self.scaler = envs, model, scaler
         T, K = n_steps, envs.num_envs
@@ -44,6 +48,9 @@ class Collector:
         self.terminated = torch.empty(T, K, dtype=torch.bool)
         self.dones = torch.empty(T, K, dtype=torch.bool)
         self.truncated = torch.empty(T, K, dtype=torch.bool)
+        self.record = record and not model.recurrent and not model.separate
+        self.log_p = torch.empty(T, K) if self.record else None
+        self.values = torch.empty(T, K) if self.record else None
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.episodes: list[tuple[float, int]] = []
@@ -62,7 +69,9 @@ class Collector:
         final_obs: list[np.ndarray] = []
         for t in range(self.obs.shape[0]):
             self.obs[t] = obs
-            if state is None:
+            if self.record:
+                actions, self.log_p[t], self.values[t] = model.act_scored(obs)
+            elif state is None:
                 actions = model.act(obs)
             else:
                 actions, state = model.act_recurrent(obs, state)
@@ -105,6 +114,8 @@ class Collector:
             self.truncated,
             finals,
             state0,
+            self.log_p,
+            self.values,
         )
 
     def take_episodes(self) -> list[tuple[float, int]]:

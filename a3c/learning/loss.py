@@ -25,6 +25,7 @@ __all__ = [
     "a3c_loss",
     "explained_variance",
     "forward_with_targets",
+    "gae_targets",
 ]
 
 #: Below this variance the returns are taken as constant (nothing to explain).
@@ -46,6 +47,9 @@ class Rollout:
     final_obs: Tensor  # [M, *obs_shape]: last observations of the M truncated episodes,
     #                     in the row-major order of ``truncated``'s True entries
     state: tuple[Tensor, Tensor] | None = None  # an LSTM's (h, c) [K, size] at the start
+    # What the acting policy said, when recorded while acting (APPO's behaviour):
+    log_p: Tensor | None = None  # [T, K] log-probabilities of the actions taken
+    values: Tensor | None = None  # [T, K]
 
 
 @dataclass(frozen=True)
@@ -70,12 +74,21 @@ def forward_with_targets(
     else:
         pi, values = model.unroll(r.obs, r.state, r.dones, r.next_obs, r.truncated, r.final_obs)
     v = values[:n].view(T, K)
-    with torch.no_grad():
-        final_v = torch.zeros(T, K)
-        final_v[r.truncated] = values[n + K :]
-        next_v = next_state_values(v, values[n : n + K], r.truncated, final_v)
-        adv, ret = gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
+    adv, ret = gae_targets(r, v, values[n:], gamma, lam)
     return pi[:n], v, adv, ret
+
+
+@torch.no_grad()
+def gae_targets(
+    r: Rollout, v: Tensor, bootstrap: Tensor, gamma: float, lam: float
+) -> tuple[Tensor, Tensor]:
+    """``(advantages, returns)`` [T, K] from the rollout's values ``v`` [T, K] and
+    ``bootstrap``: the values of ``next_obs`` [K], then of ``final_obs`` [M]."""
+    K = v.shape[1]
+    final_v = torch.zeros_like(v)
+    final_v[r.truncated] = bootstrap[K:]
+    next_v = next_state_values(v, bootstrap[:K], r.truncated, final_v)
+    return gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
 
 
 def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, Tensor]:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.loss import Rollout, explained_variance, forward_with_targets
+from a3c.learning.loss import Rollout, explained_variance, forward_with_targets, gae_targets
 from a3c.policy import ActorCritic
 
 __all__ = ["PPO_STATS", "Behaviour", "PPOSettings", "behaviour", "minibatches", "ppo_loss"]
@@ -50,10 +50,16 @@ class Behaviour:
 @torch.no_grad()
 def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behaviour:
     """Call with the weights the rollout was collected with (and their observation
-    statistics): the log-probabilities are then exactly those of the actions taken."""
-    pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
-    log_p, _ = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))
-    return Behaviour(log_p.view_as(v), v, adv, ret, float(explained_variance(v, ret)))
+    statistics): the log-probabilities are then exactly those of the actions taken.
+    Recorded while acting (``r.log_p``, ``r.values``), they are taken as they are and
+    only the bootstrap rows pass through the model, instead of the whole rollout."""
+    if r.log_p is not None and r.values is not None:
+        log_p, v = r.log_p, r.values
+        adv, ret = gae_targets(r, v, model.value(torch.cat((r.next_obs, r.final_obs))), gamma, lam)
+    else:
+        pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
+        log_p = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))[0].view_as(v)
+    return Behaviour(log_p, v, adv, ret, float(explained_variance(v, ret)))
 
 
 def minibatches(T: int, K: int, count: int, recurrent: bool) -> list[Tensor]:

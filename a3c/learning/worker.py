@@ -62,7 +62,8 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
     learner = Learner(cfg, model, local, shared, optimizer, ctx.rank, telemetry.stats)
 
-    collector = Collector(envs, model, T, seed=ctx.seed, scaler=scaler)
+    record = cfg.algo == "appo"  # its behaviour policy, kept while acting
+    collector = Collector(envs, model, T, seed=ctx.seed, scaler=scaler, record=record)
     try:
         while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)

@@ -267,6 +267,13 @@ class ActorCritic(nn.Module):
         pi = self.pi(obs)
         return self.dist.greedy(pi) if greedy else self.dist.sample(pi)
 
+    def act_scored(self, obs: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``(actions, their log-probabilities, values)``: what APPO learns against,
+        recorded while acting instead of in a second pass over the rollout."""
+        pi, v = self(obs)
+        actions = self.dist.sample(pi)
+        return actions, self.dist.log_prob_entropy(pi, actions)[0], v
+
     # -- the recurrent core ---------------------------------------------------------
     @property
     def recurrent(self) -> bool:

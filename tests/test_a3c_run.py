@@ -1,7 +1,8 @@
-"""A run's identity: seeded reproducibility, resume continues the same run, LR schedule."""
+"""A run's identity: seeded reproducibility, resume continues the same run, the LR schedule."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from a3c.learning.worker import _learning_rate
@@ -76,3 +77,11 @@ def test_linear_schedule_decays_by_global_steps():
     assert _learning_rate(cfg, 1000) == 0.0
     assert _learning_rate(cfg, 5000) == 0.0
     assert _learning_rate(A3CConfig(lr=1e-3), 999) == 1e-3
+
+
+def test_warmup_raises_the_rate_from_zero_then_the_schedule_takes_over():
+    cfg = A3CConfig(lr=1e-3, lr_warmup_steps=100, lr_schedule="linear", total_steps=1000)
+    assert _learning_rate(cfg, 0) == pytest.approx(1e-5)  # the first update: 1/100 of it
+    assert _learning_rate(cfg, 49) == pytest.approx(1e-3 * 0.5 * (1 - 49 / 1000))
+    assert _learning_rate(cfg, 500) == pytest.approx(5e-4)  # warmed up: the decay alone
+    assert _learning_rate(A3CConfig(lr=1e-3, lr_warmup_steps=100), 100) == 1e-3

@@ -191,7 +191,10 @@ def _steps(env_steps: torch.Tensor, global_steps: torch.Tensor) -> int:
 
 
 def _learning_rate(cfg: A3CConfig, steps: int) -> float:
-    return _decayed(cfg.lr, 0.0 if cfg.lr_schedule == "linear" else None, steps, cfg)
+    lr = _decayed(cfg.lr, 0.0 if cfg.lr_schedule == "linear" else None, steps, cfg)
+    if cfg.lr_warmup_steps:
+        lr *= min((steps + 1) / cfg.lr_warmup_steps, 1.0)
+    return lr
 
 
 def _decayed(start: float, final: float | None, steps: int, cfg: A3CConfig) -> float:

@@ -104,6 +104,13 @@ class A3CConfig(EngineConfig):
         group=ALGO,
         choices=("constant", "linear"),
     )
+    lr_warmup_steps: int = setting(
+        0,
+        "raise the learning rate linearly from 0 over this many env steps (0: none); Adam's "
+        "first steps move every weight by about the rate",
+        group=ALGO,
+        min=0,
+    )
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", group=ALGO, min=0)
     entropy_coef_final: float | None = setting(
         None,

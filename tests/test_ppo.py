@@ -8,11 +8,18 @@ import numpy as np
 import pytest
 import torch
 from policy_helpers import mlp
-from test_normalize_loss import GAMMA, _model, _rollout
+from test_normalize_loss import GAMMA, _hand_targets, _model, _rollout
 
 from a3c.envs import make_vector_env
 from a3c.learning.loss import LossSettings, a3c_loss
-from a3c.learning.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
+from a3c.learning.ppo import (
+    PPO_STATS,
+    PPOSettings,
+    behaviour,
+    minibatches,
+    ppo_loss,
+    refresh_targets,
+)
 from a3c.learning.worker import Learner, ppo_settings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
@@ -123,6 +130,41 @@ def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
     rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
     envs.close()
     return learner, rollout, shared
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_refreshed_targets_follow_the_moved_value_and_keep_the_behaviour(separate):
+    model, r = _model(separate), _rollout()
+    b = behaviour(model, r, GAMMA, 0.8)
+    same = refresh_targets(model, r, b, GAMMA, 0.8)
+    torch.testing.assert_close(same.advantages, b.advantages)
+    torch.testing.assert_close(same.returns, b.returns)
+    with torch.no_grad():  # the value moves (as other workers' steps move it)
+        model.head.bias[-1] += 1.5
+        model.head.weight[-1] *= -2.0
+    fresh = refresh_targets(model, r, b, GAMMA, 0.8)
+    adv, ret = _hand_targets(model, r, 0.8)
+    np.testing.assert_allclose(fresh.advantages.double().numpy(), adv, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fresh.returns.double().numpy(), ret, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(fresh.returns, b.returns)
+    assert fresh.log_p is b.log_p and fresh.values is b.values
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_a_learner_recomputes_targets_between_epochs_only_when_asked(recompute, monkeypatch):
+    import a3c.learning.worker as worker
+
+    calls = []
+    real = worker.refresh_targets
+    monkeypatch.setattr(worker, "refresh_targets", lambda *a: calls.append(1) or real(*a))
+    cfg = A3CConfig(
+        algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
+        normalize_reward=False, recompute_advantages=recompute,
+    )  # fmt: skip
+    learner, rollout, shared = _learner(cfg)
+    learner.learn(rollout, steps=0)
+    assert learner.stats[STAT["updates"]] == 3 * 4
+    assert len(calls) == (2 if recompute else 0)
 
 
 @pytest.mark.parametrize("target_kl, steps", [(None, 3 * 4), (1e-9, 1)])

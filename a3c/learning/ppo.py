@@ -20,7 +20,15 @@ from torch import Tensor
 from a3c.learning.loss import Rollout, explained_variance, forward_with_targets, gae_targets
 from a3c.policy import ActorCritic
 
-__all__ = ["PPO_STATS", "Behaviour", "PPOSettings", "behaviour", "minibatches", "ppo_loss"]
+__all__ = [
+    "PPO_STATS",
+    "Behaviour",
+    "PPOSettings",
+    "behaviour",
+    "minibatches",
+    "ppo_loss",
+    "refresh_targets",
+]
 
 #: The figures :func:`ppo_loss` reports, in order.
 PPO_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
@@ -60,6 +68,18 @@ def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behav
         pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
         log_p = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))[0].view_as(v)
     return Behaviour(log_p, v, adv, ret, float(explained_variance(v, ret)))
+
+
+@torch.no_grad()
+def refresh_targets(
+    model: ActorCritic, r: Rollout, b: Behaviour, gamma: float, lam: float
+) -> Behaviour:
+    """``b`` with its advantages and returns from the model's current values (call it with
+    fresh shared weights): between epochs the value function has moved, by this worker's
+    steps and the others', and stale targets pull it back (Andrychowicz et al. 2021
+    recompute them at every pass). The behaviour's log-probabilities and values stay."""
+    _, _, adv, ret = forward_with_targets(model, r, gamma, lam)
+    return Behaviour(b.log_p, b.values, adv, ret, b.explained_variance)
 
 
 def minibatches(T: int, K: int, count: int, recurrent: bool) -> list[Tensor]:

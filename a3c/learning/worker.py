@@ -19,7 +19,14 @@ from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
 from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
 from a3c.learning.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
-from a3c.learning.ppo import PPO_STATS, PPOSettings, behaviour, minibatches, ppo_loss
+from a3c.learning.ppo import (
+    PPO_STATS,
+    PPOSettings,
+    behaviour,
+    minibatches,
+    ppo_loss,
+    refresh_targets,
+)
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
 from a3c.run.telemetry import STAT, WorkerTelemetry
@@ -130,7 +137,10 @@ class Learner:
         b = behaviour(self.model, rollout, cfg.gamma, cfg.gae_lambda)
         settings = ppo_settings(cfg, entropy_coef, steps)
         T, K = rollout.rewards.shape
-        for _ in range(cfg.epochs):
+        for epoch in range(cfg.epochs):
+            if epoch and cfg.recompute_advantages:
+                self.local.copy_(self.shared)
+                b = refresh_targets(self.model, rollout, b, cfg.gamma, cfg.gae_lambda)
             for idx in minibatches(T, K, cfg.minibatches, rollout.state is not None):
                 self.local.copy_(self.shared)
                 loss, figures = ppo_loss(self.model, rollout, b, idx, settings)

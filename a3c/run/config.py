@@ -170,6 +170,12 @@ class A3CConfig(EngineConfig):
         group=PPO,
         above=0,
     )
+    recompute_advantages: bool = setting(
+        False,
+        "appo: recompute the advantages and returns with the current value function before "
+        "every epoch after the first",
+        group=PPO,
+    )
     hidden: tuple[int, ...] = setting(
         (128, 128), "MLP layer sizes (vector observations)", group=NET, min=1, metavar="SIZES"
     )

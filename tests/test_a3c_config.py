@@ -45,6 +45,7 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     _, pong = resolve_preset("PongNoFrameskip-v4")
     assert pong["lr"] == 1.25e-3 and pong["total_steps"] == 3_000_000 and pong["conv"] == "a3c"
     assert pong["lr_warmup_steps"] == 100_000
+    assert (pong["minibatches"], pong["optimizer_eps"]) == (4, 1e-5)
     a3c = config_for("PongNoFrameskip-v4", algo="a3c")
     assert (a3c.algo, a3c.lr_schedule, a3c.total_steps) == ("a3c", "linear", 6_000_000)
     assert (a3c.optimizer, a3c.lr, a3c.envs_per_worker) == ("rmsprop", 7e-4, 8)

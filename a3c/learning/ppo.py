@@ -2,7 +2,8 @@
 
 A worker collects a rollout as for A3C, then :func:`behaviour` records what the policy
 that acted said (log-probabilities and values, from the same weights, in one pass
-without autograd) and the GAE targets, once. Each of ``epochs x minibatches`` steps then
+without autograd) and the GAE targets, once (:func:`refresh_targets` recomputes the
+targets before each later epoch, if asked). Each of ``epochs x minibatches`` steps then
 copies the shared parameters (other workers have moved them meanwhile), scores its
 minibatch with :func:`ppo_loss` and makes one lock-free step. The ratio against the
 behaviour log-probabilities corrects for both this worker's earlier steps and the lag

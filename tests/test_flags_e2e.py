@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -324,6 +325,7 @@ def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
     """Adam at lr 0.05 with no entropy bonus makes CartPole's policy deterministic within
     a second; at 1e-5 the policy stays near uniform, stalled just as long but unwarned."""
     monkeypatch.setattr(stopping, "STALL_S", 0.5)
+    monkeypatch.setattr(stopping, "FLAT_S", 0.5)  # and no false alarm of flat values
     cfg = A3CConfig(
         env="CartPole-v1",
         workers=1,
@@ -353,6 +355,48 @@ def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
     else:
         assert COLLAPSE not in err
         assert history["entropy_warned"] is False
+    assert FLAT not in err and history["flat_values_warned"] is False
+
+
+# --------------------------------------------------------- the value net's flat warning
+
+FLAT = "warning: for "
+
+
+def blind_cartpole(**kwargs) -> gym.Env:
+    """CartPole seen through a blank: every observation is zeros, so any net gives every
+    step one value, as a net with a dead layer does, while the returns vary."""
+    env = gym.make("CartPole-v1", **kwargs)
+    return gym.wrappers.TransformObservation(env, np.zeros_like, env.observation_space)
+
+
+if "BlindCartPole-v1" not in gym.registry:
+    gym.register(id="BlindCartPole-v1", entry_point=blind_cartpole)
+
+
+@pytest.mark.parametrize("algo", ["a3c", "appo"])
+def test_flat_values_are_warned_of_once(tmp_path, capfd, monkeypatch, algo):
+    monkeypatch.setattr(stopping, "FLAT_S", 0.5)
+    cfg = A3CConfig(
+        env="BlindCartPole-v1",
+        algo=algo,
+        workers=1,
+        envs_per_worker=4,
+        n_steps=32,
+        total_steps=10**9,
+        time_limit=1.5,
+        eval_interval=0,
+        log_interval=0.1,
+        logdir=str(tmp_path),
+        seed=1,
+    )
+    result = train(cfg)
+    assert result.exit_code == 0
+    err = capfd.readouterr().err
+    assert err.count(FLAT) == 1, err
+    line = next(line for line in err.splitlines() if FLAT in line)
+    assert "the value net has given every observation the same value" in line
+    assert load_checkpoint(result.run_dir / "checkpoint.pt")["history"]["flat_values_warned"]
 
 
 # ------------------------------------------------------------------------------- MNIST

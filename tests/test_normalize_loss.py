@@ -21,7 +21,9 @@ from engine_helpers import (
 from policy_helpers import mlp
 from torch import nn
 
-from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
+from a3c.envs import make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss, value_fit
 from a3c.learning.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
 from a3c.policy import OBS_CLIP, ActorCritic, log_prob_entropy
 from hogwild.evaluator import Evaluator
@@ -293,7 +295,7 @@ def test_a3c_loss_targets_bootstrap_truncations_and_not_terminations(separate, l
     policy_loss = -(lp * adv.reshape(6)).mean()
     value_loss = ((ret - v) ** 2).mean()
     explained = 1 - (ret - v).var(ddof=1) / ret.var(ddof=1)
-    want = [policy_loss, value_loss, ent.mean(), explained]
+    want = [policy_loss, value_loss, ent.mean(), explained, 0.0]  # the values vary: not flat
     np.testing.assert_allclose(figures.double().numpy(), want, rtol=1e-5, atol=1e-6)
     total = policy_loss + 0.5 * value_loss - 0.01 * ent.mean()
     assert float(loss.detach()) == pytest.approx(total, rel=1e-5, abs=1e-6)
@@ -339,6 +341,32 @@ def test_a3c_loss_without_truncations_reads_no_final_observation():
     ret[0, 0] = rew[0, 0] + GAMMA * ret[1, 0]
     ret[0, 1] = rew[0, 1]  # terminated
     assert float(figures[1]) == pytest.approx(((ret - v) ** 2).mean(), rel=1e-5)
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_values_are_flat_only_when_the_net_gives_every_observation_one_value(separate):
+    """A real CartPole rollout: a fresh net's values vary with the observation; with its
+    first layers' weights zeroed (what a dead ReLU layer does: no input gets through)
+    they do not, while the returns still do; constant returns are nothing to explain."""
+    envs = make_vector_env("CartPole-v1", 4, seed=0)
+    torch.manual_seed(0)
+    model = mlp(4, 2, hidden=(16, 16), separate=separate)
+    rollout = Collector(envs, model, 64, seed=0).collect()
+    envs.close()
+    fit = dict(zip(LOSS_STATS, a3c_loss(model, rollout, LossSettings())[1].tolist(), strict=True))
+    assert fit["flat_values"] == 0.0 and fit["explained_variance"] != 0.0
+
+    with torch.no_grad():
+        for layer in model.modules():
+            if isinstance(layer, nn.Linear) and layer.in_features == 4:
+                layer.weight.zero_()
+    fit = dict(zip(LOSS_STATS, a3c_loss(model, rollout, LossSettings())[1].tolist(), strict=True))
+    assert fit["flat_values"] == 1.0 and abs(fit["explained_variance"]) < 1e-6
+
+    values = torch.linspace(0.0, 1.0, 64)
+    assert value_fit(values, values).tolist() == [1.0, 0.0]
+    assert value_fit(torch.full((64,), 0.3), torch.full((64,), 2.0)).tolist() == [0.0, 0.0]
+    assert value_fit(torch.full((64,), 0.3), values).tolist() == [0.0, 1.0]
 
 
 def _grads(loss: torch.Tensor, model: ActorCritic) -> dict[str, torch.Tensor]:

@@ -19,6 +19,7 @@ from a3c.learning.returns import gae, next_state_values
 from a3c.policy import ActorCritic
 
 __all__ = [
+    "FIT_STATS",
     "LOSS_STATS",
     "LossSettings",
     "Rollout",
@@ -26,13 +27,21 @@ __all__ = [
     "explained_variance",
     "forward_with_targets",
     "gae_targets",
+    "value_fit",
 ]
 
 #: Below this variance the returns are taken as constant (nothing to explain).
 VAR_EPS = 1e-8
 
+#: Below this fraction of the returns' variance, the values' variance is taken as none:
+#: outputs equal to a few ulps, as from a net with a dead layer (no ReLU unit positive on
+#: any input), where a healthy net's values vary by ~1% of the returns even at its start.
+FLAT_VALUES = 1e-8
+
+#: How well the values fit the returns (:func:`value_fit`), in order.
+FIT_STATS = ("explained_variance", "flat_values")
 #: The figures :func:`a3c_loss` reports, in order.
-LOSS_STATS = ("policy_loss", "value_loss", "entropy", "explained_variance")
+LOSS_STATS = ("policy_loss", "value_loss", "entropy", *FIT_STATS)
 
 
 @dataclass
@@ -105,8 +114,18 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     entropy_mean = entropy.mean()
     loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
     with torch.no_grad():
-        figures = torch.stack((policy_loss, value_loss, entropy_mean, explained_variance(v, ret)))
+        losses = torch.stack((policy_loss, value_loss, entropy_mean))
+        figures = torch.cat((losses, value_fit(v, ret)))
     return loss, figures
+
+
+def value_fit(pred: Tensor, target: Tensor) -> Tensor:
+    """``FIT_STATS``: the explained variance, and 1.0 where the values are flat (one value
+    for every sample while the returns varied) or else 0.0: a net that gives every input
+    the same value learns nothing more, and the trainer warns when it lasts."""
+    var = target.var(correction=0)
+    flat = var > VAR_EPS and pred.var(correction=0) <= FLAT_VALUES * var
+    return torch.stack((explained_variance(pred, target), torch.tensor(float(flat))))
 
 
 def explained_variance(pred: Tensor, target: Tensor) -> Tensor:

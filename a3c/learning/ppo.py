@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.loss import Rollout, explained_variance, forward_with_targets, gae_targets
+from a3c.learning.loss import Rollout, forward_with_targets, gae_targets, value_fit
 from a3c.policy import ActorCritic
 
 __all__ = [
@@ -53,7 +53,7 @@ class Behaviour:
     values: Tensor  # [T, K]
     advantages: Tensor  # [T, K]
     returns: Tensor  # [T, K]
-    explained_variance: float
+    fit: list[float]  # FIT_STATS of the acting values against the first returns
 
 
 @torch.no_grad()
@@ -68,7 +68,7 @@ def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behav
     else:
         pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
         log_p = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))[0].view_as(v)
-    return Behaviour(log_p, v, adv, ret, float(explained_variance(v, ret)))
+    return Behaviour(log_p, v, adv, ret, value_fit(v, ret).tolist())
 
 
 @torch.no_grad()
@@ -80,7 +80,7 @@ def refresh_targets(
     steps and the others', and stale targets pull it back (Andrychowicz et al. 2021
     recompute them at every pass). The behaviour's log-probabilities and values stay."""
     _, _, adv, ret = forward_with_targets(model, r, gamma, lam)
-    return Behaviour(b.log_p, b.values, adv, ret, b.explained_variance)
+    return Behaviour(b.log_p, b.values, adv, ret, b.fit)
 
 
 def minibatches(T: int, K: int, count: int, recurrent: bool) -> list[Tensor]:

@@ -17,7 +17,7 @@ import torch
 
 from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
-from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss
+from a3c.learning.loss import FIT_STATS, LOSS_STATS, LossSettings, Rollout, a3c_loss
 from a3c.learning.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.learning.ppo import (
     PPO_STATS,
@@ -98,7 +98,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
 
 #: Where each step's figures go in the telemetry stats: a loss's, then grad norm and lr.
 A3C_SLOTS = np.array([STAT[n] for n in (*LOSS_STATS, "grad_norm", "lr")])
-PPO_SLOTS = np.array([STAT[n] for n in (*PPO_STATS, "explained_variance", "grad_norm", "lr")])
+PPO_SLOTS = np.array([STAT[n] for n in (*PPO_STATS, *FIT_STATS, "grad_norm", "lr")])
 KL = PPO_STATS.index("approx_kl")
 
 
@@ -148,7 +148,7 @@ class Learner:
                 if cfg.target_kl is not None and values[KL] > KL_STOP * cfg.target_kl:
                     self.stats[STAT["kl_stops"]] += 1
                     return
-                self._step(loss, lr, PPO_SLOTS, [*values, b.explained_variance])
+                self._step(loss, lr, PPO_SLOTS, [*values, *b.fit])
 
     def _step(self, loss: torch.Tensor, lr: float, slots: np.ndarray, figures: list) -> None:
         """One lock-free step with exactly this loss's gradient, unless it is not finite;

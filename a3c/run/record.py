@@ -43,6 +43,7 @@ class RunHistory:
     solved_at: Solved | None = None
     best_100: BestMean | None = None
     entropy_warned: bool = False
+    flat_values_warned: bool = False
     recent: list[float] = dataclasses.field(default_factory=list)  # the last 100 returns
     episodes: int = 0
 

@@ -1,5 +1,6 @@
 """The run's targets and its record of progress: when it is solved, when an evaluation
-reached the target, the best 100-episode mean, and when the policy has stopped exploring."""
+reached the target, the best 100-episode mean, when the policy has stopped exploring,
+and when the value net gives every observation the same value."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from a3c.run.telemetry import STAT, RunStats
 #: that still improves, as on MountainCar-v0 at ~4% of uniform, is left alone).
 ENTROPY_COLLAPSE = 0.1
 STALL_S = 30.0
+#: Warn when at least this share of the updates had flat values (one value for every
+#: observation: a dead layer) in every log window for FLAT_S seconds. Pong's APPO lost
+#: its first conv layer in 1 start of 5 (docs/benchmarks.md) and never came back.
+FLAT_SHARE = 0.9
+FLAT_S = 30.0
 
 
 class Targets:
@@ -23,6 +29,7 @@ class Targets:
         self.history = history
         self.max_entropy = max_entropy
         self.last_progress = 0.0  # when the best 100-episode mean last rose (monotonic s)
+        self.flat_since: float | None = None  # since when every window's values were flat
 
     def track_best_100(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:
         """Note a new best 100-episode mean; whether the window is full."""
@@ -72,4 +79,26 @@ class Targets:
             + (f" before the target {target:g} was reached" if target is not None else "")
             + f" and the 100-episode mean is flat for {now - self.last_progress:.0f} s;"
             " it has almost stopped exploring (try --entropy-coef 0.01)"
+        )
+
+    def flat_values(self, stats: RunStats, now: float) -> str | None:
+        """A warning, once, when the value net has given every observation the same value
+        for ``FLAT_S`` seconds while the returns varied."""
+        w = stats.window
+        updates = w[STAT["updates"]]
+        if self.history.flat_values_warned or updates == 0:
+            return None
+        if w[STAT["flat_values"]] < FLAT_SHARE * updates:
+            self.flat_since = None
+            return None
+        if self.flat_since is None:
+            self.flat_since = now
+        if now - self.flat_since < FLAT_S:
+            return None
+        self.history.flat_values_warned = True
+        return (
+            f"warning: for {now - self.flat_since:.0f} s the value net has given every"
+            " observation the same value (explained variance 0) while the returns varied:"
+            " a layer has likely died (no ReLU unit positive on any input) and the run will"
+            " not learn any more; start it again (another --seed, a lower --lr)"
         )

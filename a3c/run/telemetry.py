@@ -42,6 +42,7 @@ METRICS = (
     Metric("value_loss", "losses/value_loss"),
     Metric("entropy", "losses/entropy"),
     Metric("explained_variance", "losses/explained_variance"),
+    Metric("flat_values", None),  # the share of updates whose values were flat
     Metric("grad_norm", "losses/grad_norm"),
     Metric("lr", "charts/learning_rate"),
     Metric("skipped", "charts/skipped_updates", SUM),

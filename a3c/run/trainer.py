@@ -296,9 +296,12 @@ class A3CRun:
         """Log when due; a reason to stop if a callback asked for one."""
         if not self.logger.due(now):
             return None
-        warning = self.targets.entropy_collapse(self.stats, now)
-        if warning:
-            self.progress.print(warning)
+        for warning in (
+            self.targets.entropy_collapse(self.stats, now),
+            self.targets.flat_values(self.stats, now),
+        ):
+            if warning:
+                self.progress.print(warning)
         steps = self.steps.total
         written = self.logger.write(self.stats, steps, now)
         self.logger.status(self.stats, steps, now - self.t0, self.steps.start)

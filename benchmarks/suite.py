@@ -12,7 +12,10 @@ mean return of the last 100 training episodes, all workers together, first reach
 env's ``reward_threshold``, and the env steps then; the **hold rate**, the share of the
 logged 100-episode means (one a second) at or above the threshold from then on; the
 worst of those means; and the **final** 100-episode mean at the end of the budget. A run
-that never gets there reports the best 100-episode mean it reached. Runs go one after
+that never gets there reports the best 100-episode mean it reached. Envs without a
+threshold (MuJoCo) report the mean at 1M steps, the final one, and the **greedy** mean
+return of the policy the run ends with (``a3c.evaluate``, 10 episodes): the agent a user
+keeps, without the exploration noise that the training episodes carry. Runs go one after
 the other (never two at once on 2 cores); the table prints as Markdown for the README.
 """
 
@@ -39,6 +42,7 @@ from a3c.run.config import NO_STEP_BUDGET
 from a3c.run.presets import config_for
 from a3c.run.record import Solved
 from a3c.run.trainer import train
+from a3c.use.saved import evaluate
 from hogwild.errors import UsageError
 
 #: env id -> wall-time budget per seed (s), within the issue's 15 minutes.
@@ -64,6 +68,8 @@ TARGETS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-5x5-v0": 0.9, "MiniGrid-DoorKe
 #: MinAtar or Atari game, see by_return).
 BY_RETURN = ("HalfCheetah-v5", "Hopper-v5")
 MILESTONE_STEPS = 1_000_000
+#: Greedy episodes of the final policy, for the BY_RETURN envs (a few seconds each).
+GREEDY_EPISODES = 10
 #: Settings the suite sets itself, from its own flags.
 OWN_FLAGS = {
     "seed": "--seeds",
@@ -149,12 +155,14 @@ class ReturnRun:
     final: float  # at the end of the budget
     seconds: float
     env_steps: int
+    greedy: float | None = None  # the final policy's greedy mean (None: not evaluated)
 
     def describe(self, env: str, seed: int) -> str:
+        greedy = "" if self.greedy is None else f"; greedy {self.greedy:.1f}"
         return (
             f"  {env} seed {seed}: 100-episode mean {self.at_milestone:.1f} at "
             f"{MILESTONE_STEPS:,} steps, {self.final:.1f} after {self.seconds:.0f} s "
-            f"({self.env_steps:,} steps)"
+            f"({self.env_steps:,} steps){greedy}"
         )
 
 
@@ -176,7 +184,9 @@ def table_row(
             f"{r.final:.0f} ({r.seconds:.0f} s, {r.env_steps / 1e6:.2f}M)" for r in runs
         )
         milestone = f"at {MILESTONE_STEPS / 1e6:g}M steps: {at_steps}"
-        return f"| {env} | {system} | | {milestone} | at the end: {at_end} | | | | |"
+        greedy = [r.greedy for r in runs if r.greedy is not None]
+        final = f"greedy: {', '.join(f'{g:.0f}' for g in greedy)}" if greedy else ""
+        return f"| {env} | {system} | | {milestone} | at the end: {at_end} | | | | {final} |"
     solved = [r.solved_at for r in runs if r.solved_at is not None]
     n = len(runs)
     final = spread([r.holding.final for r in runs], "{:.1f}")
@@ -239,7 +249,8 @@ def run_env(
             raise RunStopped(env, seed, r.exit_code, row)
         if by_return(env):
             at_milestone, final = returns_reached(r.run_dir)
-            runs.append(ReturnRun(at_milestone, final, r.wall_time, r.env_steps))
+            greedy = evaluate(r.run_dir / "checkpoint.pt", GREEDY_EPISODES).mean()
+            runs.append(ReturnRun(at_milestone, final, r.wall_time, r.env_steps, float(greedy)))
             print(runs[-1].describe(env, seed), flush=True)
             continue
         hold = holding(read_curve(r.run_dir), target, r.solved_at and r.solved_at.env_steps)

@@ -1,9 +1,11 @@
-"""The benchmarks that loop over runs stop at Ctrl-C/SIGTERM instead of starting the next.
+"""The benchmarks that loop over runs stop at Ctrl-C/SIGTERM instead of starting the next;
+the suite scores the policy an env without a threshold ends with.
 
 ``train()`` turns the signal into a clean end of the run (exit code 143); a caller that
 ignored the code went on to the next seed, so a suite needed one signal per run.
 """
 
+import importlib.util
 import queue
 import signal
 import subprocess
@@ -13,6 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from a3c.use.saved import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,3 +86,25 @@ def test_sigterm_stops_the_throughput_benchmark():
     assert "Traceback" not in text
     assert "a run ended with exit code 143; the benchmark stops" in text
     assert text.count("run folder:") == 2, text
+
+
+def _load_suite():
+    spec = importlib.util.spec_from_file_location("suite", ROOT / "benchmarks" / "suite.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["suite"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_envs_without_a_threshold_report_the_final_policys_greedy_return(
+    tmp_path, monkeypatch, capsys
+):
+    """The agent a run ends with, scored without exploration noise: the same figure as
+    ``a3c.evaluate CHECKPOINT --episodes 10`` of the run's checkpoint."""
+    suite = _load_suite()
+    monkeypatch.setattr(suite, "BY_RETURN", ("CartPole-v1",))
+    row = suite.run_env("CartPole-v1", [1], 3.0, 1, {}, str(tmp_path))
+    (run,) = tmp_path.glob("*CartPole-v1_s1")
+    want = evaluate(run / "checkpoint.pt", suite.GREEDY_EPISODES).mean()
+    assert row.endswith(f" | greedy: {want:.0f} |"), row
+    assert f"; greedy {want:.1f}" in capsys.readouterr().out

@@ -320,32 +320,41 @@ def test_python_evaluate_repeats_stochastic_returns_with_a_seed(barely_trained):
 COLLAPSE = "warning: the policy's entropy fell to"
 
 
+def warned_run(tmp_path: Path, capfd, **settings) -> tuple[str, dict]:
+    """A short run of one worker with 4 envs, logging every 0.1 s: (stderr, its history)."""
+    cfg = A3CConfig(
+        workers=1,
+        envs_per_worker=4,
+        total_steps=10**9,
+        eval_interval=0,
+        log_interval=0.1,
+        logdir=str(tmp_path),
+        seed=1,
+        **settings,
+    )
+    result = train(cfg)
+    assert result.exit_code == 0
+    err = capfd.readouterr().err
+    return err, load_checkpoint(result.run_dir / "checkpoint.pt")["history"]
+
+
 @pytest.mark.parametrize("lr, warned", [(0.05, True), (1e-5, False)])
 def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
     """Adam at lr 0.05 with no entropy bonus makes CartPole's policy deterministic within
     a second; at 1e-5 the policy stays near uniform, stalled just as long but unwarned."""
     monkeypatch.setattr(stopping, "STALL_S", 0.5)
     monkeypatch.setattr(stopping, "FLAT_S", 0.5)  # and no false alarm of flat values
-    cfg = A3CConfig(
+    err, history = warned_run(
+        tmp_path,
+        capfd,
         env="CartPole-v1",
-        workers=1,
-        envs_per_worker=4,
         optimizer="adam",
         lr=lr,
         entropy_coef=0.0,
         max_grad_norm=100.0,
-        total_steps=10**9,
         time_limit=2.0 if warned else 1.5,
         target_return=1e9,
-        eval_interval=0,
-        log_interval=0.1,
-        logdir=str(tmp_path),
-        seed=1,
     )
-    result = train(cfg)
-    assert result.exit_code == 0
-    err = capfd.readouterr().err
-    history = load_checkpoint(result.run_dir / "checkpoint.pt")["history"]
     if warned:
         assert err.count(COLLAPSE) == 1, err
         line = next(line for line in err.splitlines() if COLLAPSE in line)
@@ -377,26 +386,13 @@ if "BlindCartPole-v1" not in gym.registry:
 @pytest.mark.parametrize("algo", ["a3c", "appo"])
 def test_flat_values_are_warned_of_once(tmp_path, capfd, monkeypatch, algo):
     monkeypatch.setattr(stopping, "FLAT_S", 0.5)
-    cfg = A3CConfig(
-        env="BlindCartPole-v1",
-        algo=algo,
-        workers=1,
-        envs_per_worker=4,
-        n_steps=32,
-        total_steps=10**9,
-        time_limit=1.5,
-        eval_interval=0,
-        log_interval=0.1,
-        logdir=str(tmp_path),
-        seed=1,
+    err, history = warned_run(
+        tmp_path, capfd, env="BlindCartPole-v1", algo=algo, n_steps=32, time_limit=1.5
     )
-    result = train(cfg)
-    assert result.exit_code == 0
-    err = capfd.readouterr().err
     assert err.count(FLAT) == 1, err
     line = next(line for line in err.splitlines() if FLAT in line)
     assert "the value net has given every observation the same value" in line
-    assert load_checkpoint(result.run_dir / "checkpoint.pt")["history"]["flat_values_warned"]
+    assert history["flat_values_warned"] is True
 
 
 # ------------------------------------------------------------------------------- MNIST

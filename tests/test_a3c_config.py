@@ -49,9 +49,11 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     a3c = config_for("PongNoFrameskip-v4", algo="a3c")
     assert (a3c.algo, a3c.lr_schedule, a3c.total_steps) == ("a3c", "linear", 6_000_000)
     assert (a3c.optimizer, a3c.lr, a3c.envs_per_worker) == ("rmsprop", 7e-4, 8)
-    # Hopper: PPO's 2,048 samples per rollout, as 4 envs x 512 steps (1.5x the steps/s).
+    # Hopper: PPO's 2,048 samples per rollout, as 4 envs x 512 steps (1.5x the steps/s),
+    # and a horizon between PPO's (0.99: falls) and RL-Zoo's (0.999: standing still).
     hopper = config_for("Hopper-v5")
     assert (hopper.envs_per_worker, hopper.n_steps, hopper.minibatches) == (4, 512, 32)
+    assert (hopper.gamma, hopper.gae_lambda) == (0.995, 0.95)
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

@@ -15,7 +15,7 @@ ENTROPY_COLLAPSE = 0.1
 STALL_S = 30.0
 #: Warn when at least this share of the updates had flat values (one value for every
 #: observation: a dead layer) in every log window for FLAT_S seconds. Pong's APPO lost
-#: its first conv layer in 1 start of 5 (docs/benchmarks.md) and never came back.
+#: its first conv layer in 1 start of 6 (docs/benchmarks.md) and never came back.
 FLAT_SHARE = 0.9
 FLAT_S = 30.0
 

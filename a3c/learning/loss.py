@@ -24,7 +24,6 @@ __all__ = [
     "LossSettings",
     "Rollout",
     "a3c_loss",
-    "explained_variance",
     "forward_with_targets",
     "gae_targets",
     "value_fit",
@@ -120,19 +119,15 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
 
 
 def value_fit(pred: Tensor, target: Tensor) -> Tensor:
-    """``FIT_STATS``: the explained variance, and 1.0 where the values are flat (one value
-    for every sample while the returns varied) or else 0.0: a net that gives every input
-    the same value learns nothing more, and the trainer warns when it lasts."""
-    var = target.var(correction=0)
-    flat = var > VAR_EPS and pred.var(correction=0) <= FLAT_VALUES * var
-    return torch.stack((explained_variance(pred, target), torch.tensor(float(flat))))
-
-
-def explained_variance(pred: Tensor, target: Tensor) -> Tensor:
-    """``1 - Var(target - pred) / Var(target)``, 0 where the target does not vary (one
-    sample, or equal returns): a figure to log, which must never be NaN (a NaN figure
-    once vetoed every update of ``--n-steps 1 --envs-per-worker 1``)."""
+    """``FIT_STATS``: the explained variance, ``1 - Var(target - pred) / Var(target)``, and
+    1.0 where the values are flat (one value for every sample while the returns varied) or
+    else 0.0: a net that gives every input the same value learns nothing more, and the
+    trainer warns when it lasts. Where the returns do not vary (one sample, or equal
+    returns) both are 0, never NaN: a NaN figure once vetoed every update of ``--n-steps 1
+    --envs-per-worker 1``."""
     var = target.var(correction=0)
     if var <= VAR_EPS:
-        return torch.zeros(())
-    return 1.0 - (target - pred).var(correction=0) / var
+        return torch.zeros(2)
+    explained = 1.0 - (target - pred).var(correction=0) / var
+    flat = pred.var(correction=0) <= FLAT_VALUES * var
+    return torch.stack((explained, flat.to(explained.dtype)))

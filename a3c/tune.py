@@ -6,10 +6,15 @@ learning soon *and* keeping it, the two things the presets are chosen for. A tri
 curve lags the median of earlier trials at the same time is pruned (stopped early, from a
 run callback). The first trial is the env's preset as it is, so the table shows what
 the search found against it. The best settings are written as a TOML file that
-``a3c.train --config`` takes.
+``a3c.train --config`` takes. A preset whose rate, entropy or clip range decays keeps its
+``total_steps`` in every trial (the decay's horizon; the budget stops the run), so a
+trial scores the schedule that the file, which records it, runs.
 
 Ranges come from :data:`SPACE`, each clipped to the range its setting declares
-(:mod:`a3c.run.config`), so a search never proposes a value a run would refuse. ``--jobs J``
+(:mod:`a3c.run.config`), less what the env's policy cannot take or ignores (image
+observations: no separate networks, MLP sizes or observation normalisation), so a search
+rarely proposes a value a run would refuse; a trial that is refused anyway is pruned with
+its reason, and the search goes on. ``--jobs J``
 runs J trials at once, each in its own process (Optuna's journal file keeps the study),
 with ``--workers`` each: give J x workers <= your cores.
 
@@ -25,10 +30,12 @@ import multiprocessing as mp
 import os
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from a3c.envs.make import make_env
+from a3c.envs.make import env_spaces
+from a3c.policy import ModelSpec
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from a3c.run.presets import config_for
 from hogwild.cli import run_cli
@@ -79,11 +86,14 @@ SPACE: dict[str, dict[str, Choice | Range]] = {
 }
 
 
-def space(algo: str) -> dict[str, Choice | Range]:
-    """The search space of ``algo``, each range clipped to its setting's declared one."""
+def space(algo: str, drop: Collection[str] = ()) -> dict[str, Choice | Range]:
+    """The search space of ``algo`` less ``drop``, each range clipped to its setting's
+    declared one."""
     rules = {f.name: f.metadata.get("rule") for f in dataclasses.fields(A3CConfig)}
     out: dict[str, Choice | Range] = {}
     for name, dim in {**SPACE["common"], **SPACE[algo]}.items():
+        if name in drop:
+            continue
         rule = rules[name]
         if isinstance(dim, Range):
             low = max(dim.low, rule.min if rule.min is not None else -math.inf)
@@ -93,6 +103,23 @@ def space(algo: str) -> dict[str, Choice | Range]:
             dim = Choice(tuple(v for v in dim.values if v in rule.choices))
         out[name] = dim
     return out
+
+
+def unusable(spec: ModelSpec) -> set[str]:
+    """Settings the env's policy refuses or ignores, which a search would spend trials on
+    for nothing: image observations take one shared conv net (no separate networks, no MLP
+    sizes, pixels scaled instead of normalised), an LSTM policy one shared trunk."""
+    out = {"separate_networks", "hidden", "normalize_obs"} if spec.image else set()
+    return out | ({"separate_networks"} if spec.lstm else set())
+
+
+def schedule(cfg: A3CConfig) -> dict[str, Any]:
+    """The settings of ``cfg``'s decay with its horizon (``total_steps``), or none if
+    nothing decays; the written file records them, so it runs what the trial scored."""
+    if not cfg.decays():
+        return {}
+    names = ("lr_schedule", "entropy_coef_final", "clip_range_final", "total_steps")
+    return {n: getattr(cfg, n) for n in names if getattr(cfg, n) is not None}
 
 
 def suggest(trial: Any, dims: dict[str, Choice | Range]) -> dict[str, Any]:
@@ -123,6 +150,7 @@ class CurveScore:
         self.area = 0.0
         self.seconds = 0.0
         self.last: tuple[float, float] | None = None  # (seconds, mean) of the last log
+        self.reported = 0  # the last step (whole second) reported: Optuna takes one each
         self.pruned = False
 
     def __call__(self, event: Any) -> bool | None:
@@ -135,7 +163,8 @@ class CurveScore:
             self.seconds += now - then
         self.last = (now, mean)
         step = int(now)
-        if self.seconds > 0 and step > 0:
+        if self.seconds > 0 and step > self.reported:
+            self.reported = step
             self.trial.report(self.value, step)
             if self.trial.should_prune():
                 self.pruned = True
@@ -154,14 +183,15 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
 
     from a3c.run.trainer import train
 
-    settings = suggest(trial, space(args.algo)) if trial.number > 0 or not args.preset_first else {}
+    preset = trial.number == 0 and args.preset_first
+    settings = {} if preset else suggest(trial, args.dims)
+    score = CurveScore(trial)
     try:
         cfg = config_for(
             args.env,
             algo=args.algo,
             workers=args.workers,
             time_limit=args.budget,
-            total_steps=NO_STEP_BUDGET,
             target_return=1e18,  # none: the whole budget
             eval_interval=0,
             seed=args.seed + trial.number,
@@ -169,13 +199,15 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
             run_name=f"trial{trial.number:03d}",
             **settings,
         )
-    except UsageError as e:  # a combination a run refuses (e.g. more minibatches than samples)
+        if not cfg.decays():
+            cfg.total_steps = NO_STEP_BUDGET  # the budget stops it; a decay keeps its horizon
+        for name, value in settings.items():
+            trial.set_user_attr(name, value if not isinstance(value, tuple) else list(value))
+        result = train(cfg, callbacks=[score])
+    except UsageError as e:  # settings a run refuses (e.g. more minibatches than samples)
         trial.set_user_attr("refused", str(e))
+        print(f"{PROG}: trial {trial.number} pruned, its settings refused: {e}", file=sys.stderr)
         raise optuna.TrialPruned(str(e)) from None
-    for name, value in settings.items():
-        trial.set_user_attr(name, value if not isinstance(value, tuple) else list(value))
-    score = CurveScore(trial)
-    result = train(cfg, callbacks=[score])
     if result.exit_code in (130, 143):
         trial.study.stop()
         raise optuna.TrialPruned("interrupted")
@@ -186,12 +218,27 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
     return score.value
 
 
-def _optimize(args: argparse.Namespace, trials: int) -> None:
+def _optimize(args: argparse.Namespace, trials: int, job: int = 0) -> None:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.load_study(study_name=args.study_name, storage=_storage(args))
+    study = optuna.load_study(
+        study_name=args.study_name,
+        storage=_storage(args),
+        sampler=optuna.samplers.TPESampler(seed=args.seed + job),  # jobs propose apart
+        pruner=_pruner(args),
+    )
     study.optimize(lambda t: objective(args, t), n_trials=trials, catch=())
+
+
+def _pruner(args: argparse.Namespace) -> Any:
+    """The median pruner, after 5 trials and 30% of the budget: a study loaded in each job
+    takes it (and the seeded sampler) anew, as a loaded study keeps neither."""
+    import optuna
+
+    return optuna.pruners.MedianPruner(
+        n_startup_trials=5, n_warmup_steps=max(1, int(args.budget * 0.3))
+    )
 
 
 def _storage(args: argparse.Namespace) -> Any:
@@ -237,9 +284,15 @@ def run(args: argparse.Namespace) -> int:
         import optuna
     except ImportError:
         raise UsageError(f"a3c.tune needs Optuna: {INSTALL_HINT}") from None
-    # A bad env or setting: one line before anything starts.
-    config_for(args.env, algo=args.algo)
-    make_env(args.env).close()
+    from a3c.run.shared_model import model_spec
+
+    # A bad env or setting: one line before anything starts. The env is made as a run
+    # makes it (the preset's wrappers: MiniGrid's drops its text mission), and the
+    # policy it takes decides what the search leaves out.
+    cfg = config_for(args.env, algo=args.algo)
+    args.dims = space(
+        args.algo, drop=unusable(model_spec(cfg, env_spaces(cfg.env, **cfg.env_options())))
+    )
     if args.trials < 1 or args.budget <= 0 or args.jobs < 1:
         raise UsageError("--trials and --jobs must be at least 1, --budget above 0")
     Path(args.logdir).mkdir(parents=True, exist_ok=True)
@@ -248,16 +301,12 @@ def run(args: argparse.Namespace) -> int:
         study_name=args.study_name,
         storage=_storage(args),
         direction="maximize",
-        sampler=optuna.samplers.TPESampler(seed=args.seed),
-        pruner=optuna.pruners.MedianPruner(
-            n_startup_trials=5, n_warmup_steps=max(1, int(args.budget * 0.3))
-        ),
         load_if_exists=True,
     )
     t0 = time.monotonic()
     share = [args.trials // args.jobs + (i < args.trials % args.jobs) for i in range(args.jobs)]
     helpers = [
-        mp.get_context("spawn").Process(target=_optimize, args=(args, n), name=f"tune-job{i}")
+        mp.get_context("spawn").Process(target=_optimize, args=(args, n, i), name=f"tune-job{i}")
         for i, n in enumerate(share[1:], start=1)
         if n
     ]
@@ -271,11 +320,18 @@ def run(args: argparse.Namespace) -> int:
     study = optuna.load_study(study_name=args.study_name, storage=_storage(args))
     print(f"\n{table(study)}\n", flush=True)
     finished = [t for t in study.trials if t.value is not None]
+    refused = [t.user_attrs["refused"] for t in study.trials if "refused" in t.user_attrs]
+    if not finished and len(refused) == len(study.trials):
+        raise UsageError(
+            f"{args.env} refused every trial's settings; nothing written ({refused[-1]})"
+        )
     if not finished:
         print(f"{PROG}: no trial finished; nothing written", file=sys.stderr)
         return 1
     best = max(finished, key=lambda t: t.value)
-    values = {"env": args.env, "algo": args.algo, **_settings_of(best, args)}
+    settings = _settings_of(best, args)
+    scored = schedule(config_for(args.env, algo=args.algo, **settings))
+    values = {"env": args.env, "algo": args.algo, **scored, **settings}
     header = (
         f"python -m a3c.tune {' '.join(sys.argv[1:])}\n"
         f"trial {best.number}: time-averaged 100-episode mean {best.value:.1f} over "
@@ -290,7 +346,7 @@ def run(args: argparse.Namespace) -> int:
 def _settings_of(trial: Any, args: argparse.Namespace) -> dict[str, Any]:
     if not trial.params:  # the preset's own trial: nothing to change
         return {}
-    dims = space(args.algo)
+    dims = args.dims
     out = {}
     for name, value in trial.params.items():
         dim = dims[name]

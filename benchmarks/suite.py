@@ -239,8 +239,7 @@ def run_env(
         )
         if by_return(env):  # no target
             cfg.target_return = math.inf
-        finals = (cfg.entropy_coef_final, cfg.clip_range_final)
-        if cfg.lr_schedule == "constant" and all(x is None for x in finals):
+        if not cfg.decays():
             cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
         system, target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # filled in by train

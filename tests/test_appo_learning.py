@@ -55,6 +55,13 @@ def test_appo_learns_multidiscrete_and_dict_observation_envs(env_id, target, tmp
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
 
 
+#: What each image env needs beside the core install: (modules, the extra that has them).
+IMAGE_ENV_NEEDS = {
+    "MinAtar/Breakout-v1": (("minatar",), "minatar"),
+    "PongNoFrameskip-v4": (("ale_py", "cv2"), "atari"),
+}
+
+
 @pytest.mark.parametrize(
     "env_id, policy",
     [
@@ -66,6 +73,10 @@ def test_appo_learns_multidiscrete_and_dict_observation_envs(env_id, target, tmp
 def test_appo_steps_on_image_envs(env_id, policy, tmp_path):
     """Conv encoders (and a conv + LSTM policy) on uint8 images: updates happen, finite."""
     from hogwild.checkpoint import load_checkpoint
+
+    modules, extra = IMAGE_ENV_NEEDS[env_id]
+    for module in modules:
+        pytest.importorskip(module, reason=f'needs the {extra} extra: pip install -e ".[{extra}]"')
 
     r = _appo(env_id, tmp_path, policy=policy, n_steps=16, envs_per_worker=2, total_steps=640,
               minibatches=2, epochs=2)  # fmt: skip

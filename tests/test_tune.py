@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,11 @@ import pytest
 
 pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (pip install -e ".[tune]")')
 
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
+
+import a3c.tune as tuning  # noqa: E402
+from a3c.run import presets  # noqa: E402
+from a3c.run.config import A3CConfig  # noqa: E402
 from a3c.tune import CurveScore, main, space  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -103,3 +109,108 @@ def test_the_score_is_the_time_average_of_the_curve_and_a_lagging_run_is_stopped
     lagging = CurveScore(FakeTrial(prune_after=1))
     lagging(event(1, 5.0))
     assert lagging(event(2, 5.0)) is False and lagging.pruned
+
+
+# ------------------------------------------------------------ image envs, schedules (issue 34)
+
+
+def quick(tmp_path: Path, env: str, *argv: str) -> list[str]:
+    """``a3c.tune`` arguments for a short in-process search of ``env`` (one worker)."""
+    return [
+        "--env", env, "--budget", "1", "--workers", "1", "--seed", "1",
+        "--out", str(tmp_path / "best.toml"), "--logdir", str(tmp_path / "study"), *argv,
+    ]  # fmt: skip
+
+
+def trial_configs(tmp_path: Path) -> list[dict]:
+    runs = sorted((tmp_path / "study" / "trials").iterdir())
+    return [json.loads((r / "config.json").read_text()) for r in runs]
+
+
+def test_an_image_env_is_searched_without_what_its_policy_refuses(tmp_path, capsys):
+    """MinAtar's conv net takes no separate networks (the issue's search ended on them)."""
+    pytest.importorskip("minatar", reason='needs the minatar extra: pip install -e ".[minatar]"')
+    argv = quick(tmp_path, "MinAtar/Breakout-v1", "--trials", "3", "--no-preset-first")
+    assert main(argv) == 0, capsys.readouterr().err
+    best = tomllib.loads((tmp_path / "best.toml").read_text())
+    assert best["env"] == "MinAtar/Breakout-v1"
+    # Ignored by a conv net or refused by it: none is searched, none is written.
+    assert not {"separate_networks", "hidden", "normalize_obs"} & set(best), best
+    assert {"lr", "gamma", "n_steps"} <= set(best), best
+    assert not any(c["separate_networks"] for c in trial_configs(tmp_path))
+
+
+def test_a_refused_trial_is_pruned_with_its_reason_and_the_search_goes_on(
+    tmp_path, capsys, monkeypatch
+):
+    pytest.importorskip("minatar", reason='needs the minatar extra: pip install -e ".[minatar]"')
+    # Trial 0 asks for what the conv net refuses, trial 1 for what it takes.
+    monkeypatch.setattr(
+        tuning, "suggest", lambda trial, dims: {"separate_networks": trial.number == 0}
+    )
+    argv = quick(tmp_path, "MinAtar/Breakout-v1", "--trials", "2", "--no-preset-first")
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    (reason,) = [line for line in err.splitlines() if "trial 0 pruned" in line]
+    assert "separate" in reason, err
+    assert "| 0 | pruned |" in out and "| 1 | complete |" in out, out
+    assert (tmp_path / "best.toml").exists()
+
+
+def test_a_search_whose_every_trial_is_refused_is_one_line(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("minatar", reason='needs the minatar extra: pip install -e ".[minatar]"')
+    monkeypatch.setattr(tuning, "suggest", lambda trial, dims: {"separate_networks": True})
+    argv = quick(tmp_path, "MinAtar/Breakout-v1", "--trials", "2", "--no-preset-first")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert sum("pruned, its settings refused" in line for line in err) == 2, err
+    assert err[-1].startswith("a3c.tune: error:") and "every trial" in err[-1], err
+    assert "Traceback" not in "\n".join(err)
+    assert not (tmp_path / "best.toml").exists()
+
+
+def test_a_minigrid_env_is_made_with_its_presets_wrappers(tmp_path, capsys):
+    """The preset's ImgObsWrapper drops the text mission that no policy takes."""
+    pytest.importorskip("minigrid", reason="MiniGrid needs the [minigrid] extra")
+    assert main(quick(tmp_path, "MiniGrid-Empty-5x5-v0", "--trials", "1")) == 0, (
+        capsys.readouterr().err
+    )
+    assert tomllib.loads((tmp_path / "best.toml").read_text())["env"] == "MiniGrid-Empty-5x5-v0"
+
+
+SCHEDULED = """
+[default]
+["CartPole-v1"]
+lr = 1e-3
+lr_schedule = "linear"
+total_steps = 40_000
+log_interval = 0.1
+"""
+
+
+def test_a_trial_runs_the_presets_schedule_and_the_file_records_it(tmp_path, capsys, monkeypatch):
+    """A decaying rate keeps its horizon in a trial (the budget stops the run), so the
+    trial scores the schedule that ``a3c.train --config`` runs from the written file."""
+    real = presets.load_presets
+    monkeypatch.setattr(presets, "load_presets", lambda text=None: real(SCHEDULED))
+    assert main(quick(tmp_path, "CartPole-v1", "--trials", "1", "--budget", "2")) == 0, (
+        capsys.readouterr().err
+    )
+    (cfg,) = trial_configs(tmp_path)
+    assert (cfg["lr_schedule"], cfg["total_steps"]) == ("linear", 40_000)
+    (run,) = (tmp_path / "study" / "trials").iterdir()
+    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
+    acc.Reload()
+    rates = [e.value for e in acc.Scalars("charts/learning_rate")]
+    assert len(rates) >= 2 and rates[-1] < rates[0] <= 1e-3, rates  # it decays
+    best = tomllib.loads((tmp_path / "best.toml").read_text())
+    assert (best["lr_schedule"], best["total_steps"]) == ("linear", 40_000), best
+
+
+def test_a_constant_schedule_runs_to_the_time_budget_alone():
+    cfg = A3CConfig()
+    assert not cfg.decays() and tuning.schedule(cfg) == {}
+    for decaying in ({"lr_schedule": "linear"}, {"entropy_coef_final": 0.0},
+                     {"clip_range_final": 0.05}):  # fmt: skip
+        cfg = A3CConfig(total_steps=1000, **decaying)
+        assert cfg.decays() and tuning.schedule(cfg)["total_steps"] == 1000, decaying

@@ -261,6 +261,14 @@ class A3CConfig(EngineConfig):
                 f"{samples} samples of a rollout (--n-steps x --envs-per-worker)"
             )
 
+    def decays(self) -> bool:
+        """Whether a setting decays over ``total_steps`` (a linear rate, a final entropy
+        coefficient or clip range): the step budget is then the decay's horizon, which a
+        run stopped by time (a benchmark, a tuning trial) keeps so that it runs the same
+        schedule per step as a run to the budget."""
+        finals = (self.entropy_coef_final, self.clip_range_final)
+        return self.lr_schedule != "constant" or any(x is not None for x in finals)
+
     def env_options(self) -> dict[str, Any]:
         """The keywords of :func:`a3c.envs.make_env` beside the id: ``--env-kwargs`` and
         ``--wrapper``s; checkpoints keep them, so a policy is always played as trained."""

@@ -291,8 +291,11 @@ class RunLoop:
         self.exit_code = exit_code
         seconds = time.monotonic() - self.t0
         path = self.save_checkpoint() if self._dirty else None
-        metrics = self.app.finish(RunEnd(self.reason, exit_code, seconds, path))
-        self.rundir.close(metrics)
+        metrics = None
+        try:
+            metrics = self.app.finish(RunEnd(self.reason, exit_code, seconds, path))
+        finally:  # the run folder (and --track's W&B run) closes on every path
+            self.rundir.close(metrics)
 
     def _close_children(self) -> None:
         if self.evaluator is not None:

@@ -83,14 +83,24 @@ class Boom(RuntimeError):
 
 
 def test_an_exception_in_a_callback_is_raised_after_a_clean_shutdown(tmp_path):
+    raised: list[str] = []
+
     def explode(event: RunEvent) -> None:
-        if event.kind == "log" and event.env_steps > 2_000:
-            raise Boom("from the callback")
+        if event.env_steps > 2_000 or event.kind == "end":
+            raised.append(event.kind)
+            raise Boom(f"from the {event.kind} event")
 
     t0 = time.monotonic()
-    with pytest.raises(Boom):
+    with pytest.raises(Boom, match="from the log event") as caught:
         train(cartpole(tmp_path, workers=2, eval_interval=0.5), callbacks=[explode])
     assert time.monotonic() - t0 < 60
+    assert raised[-1] == "end"  # the end event still came, and raised again
+    assert caught.value.__context__ is None  # the first exception, not the end event's
+    # The run was closed: the checkpoint and the hparams summary were written.
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "checkpoint.pt").exists()
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0}).Reload()
+    assert "hparam/env_steps" in acc.Tags()["scalars"]
     # Workers and the evaluator (not multiprocessing's resource tracker, which lives as
     # long as this process) are gone.
     deadline = time.monotonic() + 10

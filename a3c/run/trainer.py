@@ -126,6 +126,7 @@ class A3CRun:
             )
         self.targets = Targets(cfg, self.history, self.model.dist.max_entropy)
         self.logger = RunLogger(cfg, self.rundir, self.progress, callbacks)
+        self.callback_error: Exception | None = None  # the first, raised from train()
         self.t0 = self.last_eval = self.targets.last_progress = time.monotonic()
         self.logger.restart(self.t0, start_steps)
 
@@ -151,6 +152,8 @@ class A3CRun:
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
         self.loop.run(self)
+        if self.callback_error is not None:
+            raise self.callback_error
         return self.result
 
     def next_generation(self, last: Generation | None) -> WorkerGroup | None:
@@ -331,7 +334,13 @@ class A3CRun:
             run_dir=self.rundir.path,
             _writer=self.rundir.scalar,
         )
-        return self.logger.call_back(event)
+        try:
+            return self.logger.call_back(event)
+        except Exception as e:  # stops the run as False does; train() raises the first
+            if self.callback_error is None:
+                self.callback_error = e
+                self.progress.print(f"a callback raised {type(e).__name__}: {e}; stopping")
+            return False
 
     def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
         """What a checkpoint holds: the live model and run, or an evaluated ``snapshot``

@@ -182,6 +182,43 @@ def test_target_kl_stops_a_workers_epochs(target_kl, steps):
     assert learner.stats[STAT["approx_kl"]] > 0 or target_kl is not None
 
 
+def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
+    """Rollouts of 2 samples: one step per 3 of them (MIN_BATCH 5), with their mean
+    gradient clipped as one; one sample's gradient clipped alone collapsed CartPole."""
+    from a3c.learning.collect import Collector
+    from a3c.learning.worker import MIN_BATCH
+
+    cfg = A3CConfig(
+        n_steps=1, envs_per_worker=2, optimizer="sgd", lr=0.1, max_grad_norm=0.01,
+        normalize_reward=False,
+    )  # fmt: skip
+    assert MIN_BATCH == 5
+    envs = make_vector_env("CartPole-v1", 2, seed=0)
+    torch.manual_seed(0)
+    model = mlp(4, 2, hidden=(8,))
+    local = flatten_parameters(model)
+    shared = local.clone()
+    optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
+    learner = Learner(cfg, model, local, shared, optimizer, 0, np.zeros(len(STATS)))
+    collector = Collector(envs, model, 1, seed=0)
+    start, grads, value_losses = shared.clone(), [], []
+    for i in range(3):
+        torch.testing.assert_close(shared, start, rtol=0, atol=0)
+        rollout = collector.collect()
+        loss, figures = a3c_loss(model, rollout, learner.settings)
+        grad = torch.autograd.grad(loss, list(model.parameters()))
+        grads.append(torch.cat([g.flatten() for g in grad]))
+        value_losses.append(float(figures[1]))
+        learner.learn(rollout, steps=0)
+        assert learner.stats[STAT["updates"]] == (1 if i == 2 else 0)
+    envs.close()
+    mean = torch.stack(grads).mean(0)
+    assert float(mean.norm()) > cfg.max_grad_norm  # the clip is on the mean
+    expected = start - cfg.lr * mean * (cfg.max_grad_norm / (float(mean.norm()) + 1e-6))
+    torch.testing.assert_close(shared, expected)
+    assert learner.stats[STAT["value_loss"]] == pytest.approx(np.mean(value_losses), rel=1e-5)
+
+
 def test_entropy_and_clip_range_decay_to_their_floor():
     cfg = A3CConfig(
         algo="appo", total_steps=1000, entropy_coef=0.01, entropy_coef_final=0.0,

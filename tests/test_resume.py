@@ -164,9 +164,6 @@ def test_one_step_rollouts_of_one_env_learn(tmp_path):
             workers=1,
             n_steps=1,
             envs_per_worker=1,
-            # One-step advantages start out positive for whatever was done (V ~ 0, r = 1):
-            # without an entropy bonus the policy collapses onto one action (~9 steps).
-            entropy_coef=0.01,
             total_steps=60_000,
             target_return=100.0,
             eval_interval=0.0,

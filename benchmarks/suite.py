@@ -35,8 +35,7 @@ import numpy as np
 import torch
 
 from a3c.envs import make_env
-from a3c.envs.atari import is_atari_id
-from a3c.envs.minatar import is_minatar_id
+from a3c.envs.families import family_of
 from a3c.plot import Curve, read_curve
 from a3c.run.config import NO_STEP_BUDGET
 from a3c.run.presets import config_for
@@ -63,12 +62,11 @@ SUITE = {
 #: MiniGrid's reward is 1 - 0.9 x steps / limit: 0.9 is the goal within ~10% of the limit).
 TARGETS = {"Pendulum-v1": -200.0, "MiniGrid-Empty-5x5-v0": 0.9, "MiniGrid-DoorKey-5x5-v0": 0.9}
 
-#: Envs measured by the return reached (after MILESTONE_STEPS env steps and at the end of
-#: the budget), not by the time to a threshold: no one solves these in minutes (nor any
-#: MinAtar or Atari game, see by_return).
-BY_RETURN = ("HalfCheetah-v5", "Hopper-v5")
+#: Families measured by the return reached (after MILESTONE_STEPS env steps and at the end
+#: of the budget), not by the time to a threshold: no one solves these in minutes.
+BY_RETURN = ("mujoco", "minatar", "atari")
 MILESTONE_STEPS = 1_000_000
-#: Greedy episodes of the final policy, for the BY_RETURN envs (a few seconds each).
+#: Greedy episodes of the final policy, for the BY_RETURN families (a few seconds each).
 GREEDY_EPISODES = 10
 #: Settings the suite sets itself, from its own flags.
 OWN_FLAGS = {
@@ -81,7 +79,7 @@ OWN_FLAGS = {
 
 def by_return(env_id: str) -> bool:
     """Whether ``env_id`` is measured by the return reached; games have no threshold."""
-    return env_id in BY_RETURN or is_minatar_id(env_id) or is_atari_id(env_id)
+    return family_of(env_id) in BY_RETURN
 
 
 def parse_set(items: list[str]) -> dict:

@@ -38,7 +38,7 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     # side by side (docs/benchmarks.md).
     chosen = {env: resolve_preset(env)[1].get("algo", "a3c") for env in presets}
     assert chosen["Pendulum-v1"] == chosen["LunarLander-v3"] == "appo"
-    assert chosen["Hopper-v5"] == chosen["PongNoFrameskip-v4"] == "appo"
+    assert chosen["mujoco"] == chosen["PongNoFrameskip-v4"] == "appo"
     assert chosen["CartPole-v1"] == "a3c"
     # Pong: APPO's measured settings over the game's, the family's under; --algo a3c gets
     # A3C's own (its longer decay) instead.
@@ -54,6 +54,39 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     hopper = config_for("Hopper-v5")
     assert (hopper.envs_per_worker, hopper.n_steps, hopper.minibatches) == (4, 512, 32)
     assert (hopper.gamma, hopper.gae_lambda) == (0.995, 0.95)
+
+
+@pytest.mark.parametrize(
+    "env, family",
+    [("ALE/Qbert-v5", "atari"), ("Walker2d-v5", "mujoco"), ("MinAtar/Asterix-v1", "minatar")],
+)
+def test_an_env_in_no_table_gets_its_familys_settings(env, family):
+    assert env not in load_presets()
+    cfg = config_for(env)
+    name, settings = resolve_preset(family)
+    assert cfg.preset == family  # what config.json records
+    assert {k: getattr(cfg, k) for k in settings} == {
+        k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()
+    }
+
+
+def test_a_games_own_settings_beat_its_familys_algorithm_table(monkeypatch):
+    presets = {
+        "default": {},
+        "mujoco": {"algo": "appo", "lr": 3e-4, "appo": {"gamma": 0.995, "n_steps": 512}},
+        "HalfCheetah-v5": {"gamma": 0.98, "appo": {"lr": 2e-5}},
+    }
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
+    assert resolve_preset("HalfCheetah-v5") == (
+        "HalfCheetah-v5",
+        {"algo": "appo", "lr": 2e-5, "gamma": 0.98, "n_steps": 512},
+    )
+    assert resolve_preset("Walker2d-v5")[1] == {
+        "algo": "appo",
+        "lr": 3e-4,
+        "gamma": 0.995,
+        "n_steps": 512,
+    }
 
 
 def test_a_games_table_is_laid_over_its_familys(monkeypatch):

@@ -102,7 +102,7 @@ def test_envs_without_a_threshold_report_the_final_policys_greedy_return(
     """The agent a run ends with, scored without exploration noise: the same figure as
     ``a3c.evaluate CHECKPOINT --episodes 10`` of the run's checkpoint."""
     suite = _load_suite()
-    monkeypatch.setattr(suite, "BY_RETURN", ("CartPole-v1",))
+    monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
     row = suite.run_env("CartPole-v1", [1], 3.0, 1, {}, str(tmp_path))
     (run,) = tmp_path.glob("*CartPole-v1_s1")
     want = evaluate(run / "checkpoint.pt", suite.GREEDY_EPISODES).mean()

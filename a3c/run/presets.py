@@ -12,6 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
 from a3c.run.config import A3CConfig
 from hogwild.checkpoint import load_checkpoint
@@ -81,26 +82,22 @@ def resolve_preset(
     if "env" in values:
         raise UsageError(f"preset {name!r} may not set env")
     family = _family(name)
-    if family not in (name, FALLBACK):  # a game's table says only what differs from its family's
-        base = presets.get(family, {})
-        merged = {a: {**base.get(a, {}), **values.get(a, {})} for a in ALGOS}
-        values = {**base, **values, **{a: v for a, v in merged.items() if v}}
-    chosen = algo or values.get("algo") or A3CConfig.algo
-    return name, {**{k: v for k, v in values.items() if k not in ALGOS}, **values.get(chosen, {})}
+    # A game's table says only what differs from its family's: the family's settings,
+    # then the game's, each its own top level under its algorithm's sub-table.
+    layers = [presets.get(family, {})] if family not in (name, FALLBACK) else []
+    layers.append(values)
+    chosen = algo or next((t["algo"] for t in reversed(layers) if "algo" in t), A3CConfig.algo)
+    settings: dict[str, Any] = {}
+    for table in layers:
+        settings.update({k: v for k, v in table.items() if k not in ALGOS})
+        settings.update(table.get(chosen, {}))
+    return name, settings
 
 
 def _family(env: str) -> str:
-    """An env's family preset (Atari, MinAtar, MiniGrid, else the default): its games'
-    tables sit on it."""
-    from a3c.envs import atari, minatar, minigrid
-
-    if minatar.is_minatar_id(env):
-        return "minatar"
-    if minigrid.is_minigrid_id(env):
-        return "minigrid"
-    if atari.is_atari_id(env):
-        return "atari"
-    return FALLBACK
+    """An env's family preset (Atari, MinAtar, MiniGrid, MuJoCo, else the default): its
+    games' tables sit on it."""
+    return family_of(env) or FALLBACK
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

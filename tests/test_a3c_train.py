@@ -281,7 +281,7 @@ def test_non_finite_updates_are_skipped_then_fail_the_worker(trained, tmp_path):
         str(tmp_path),
     )
     assert proc.returncode == 1, proc.stderr
-    assert "3 updates in a row with a non-finite loss or gradient" in proc.stderr
+    assert "3 rollouts in a row with a non-finite loss or gradient" in proc.stderr
     assert "aborting" in proc.stderr
 
 

@@ -275,3 +275,33 @@ def test_behaviour_recorded_while_acting_is_the_behaviour_of_a_second_pass():
     for name in ("log_p", "values", "advantages", "returns"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name))
     assert got.fit == pytest.approx(want.fit, abs=1e-5)
+
+
+@pytest.mark.parametrize("algo", ["a3c", "appo"])
+def test_max_nonfinite_counts_rollouts_for_both_algorithms(algo):
+    """--max-nonfinite 3 means three rollouts in a row that could not be learned from in
+    full, for A3C's one step and APPO's 16 alike; one of APPO's 16 steps skipped is enough
+    (that sample would veto A3C's whole step), and a clean rollout starts the count anew."""
+    from a3c.learning.worker import NonFiniteUpdates
+
+    limit, steps_per_rollout = 3, {"a3c": 1, "appo": 4 * 4}[algo]
+    cfg = A3CConfig(
+        algo=algo, n_steps=16, envs_per_worker=4, epochs=4, minibatches=4, lr=1e-3,
+        normalize_reward=False, max_nonfinite=limit,
+    )  # fmt: skip
+    learner, good, shared = _learner(cfg)
+    all_nan = dataclasses.replace(good, obs=torch.full_like(good.obs, float("nan")))
+    one_nan = dataclasses.replace(good, obs=good.obs.clone())
+    one_nan.obs[0, 0] = float("nan")  # one sample of 64: one minibatch of APPO's four
+
+    learner.learn(all_nan, steps=0)  # every step skipped: one rollout, not 16 updates
+    assert learner.stats[STAT["skipped"]] == steps_per_rollout
+    learner.learn(one_nan, steps=0)
+    if algo == "appo":
+        assert 0 < learner.stats[STAT["updates"]] < steps_per_rollout  # the rest stepped
+    learner.learn(good, steps=0)  # a clean rollout: the count starts again
+    assert torch.isfinite(shared).all()
+    for rollout in (all_nan, one_nan):
+        learner.learn(rollout, steps=0)
+    with pytest.raises(NonFiniteUpdates, match=f"{limit} rollouts in a row"):
+        learner.learn(all_nan, steps=0)

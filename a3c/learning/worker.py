@@ -136,6 +136,26 @@ class Learner:
         self.pending_figures = torch.zeros(len(LOSS_STATS))
 
     def learn(self, rollout: Rollout, steps: int) -> None:
+        """Learn from ``rollout``; ``cfg.max_nonfinite`` rollouts in a row that were not
+        learned from in full (a step skipped) fail the worker. Counted per rollout, not per
+        step: APPO takes 16 to 320 steps on one, where A3C's one step would fail the worker
+        ten times sooner on the same bad data; and a bad sample vetoes A3C's whole step, so
+        one skipped step of APPO's is enough to count its rollout."""
+        finite = self._learn(rollout, steps)
+        if finite is None:  # held for the next rollouts' step: counted with it
+            return
+        if finite:
+            self.nonfinite_in_row = 0
+            return
+        # A3C's step is its ``accumulate`` rollouts' (1 unless they are under MIN_BATCH).
+        self.nonfinite_in_row += self.accumulate if self.cfg.algo == "a3c" else 1
+        if self.nonfinite_in_row >= self.cfg.max_nonfinite:
+            raise NonFiniteUpdates(
+                f"{self.nonfinite_in_row} rollouts in a row with a non-finite loss or gradient"
+            )
+
+    def _learn(self, rollout: Rollout, steps: int) -> bool | None:
+        """The rollout's steps; whether all were finite (None: held, no step taken)."""
         cfg = self.cfg
         lr = _learning_rate(cfg, steps)
         entropy_coef = _decayed(cfg.entropy_coef, cfg.entropy_coef_final, steps, cfg)
@@ -148,12 +168,12 @@ class Learner:
             if held:
                 loss, figures = self._accumulated(loss, figures)
                 if loss is None:
-                    return
-            self._step(loss, lr, A3C_SLOTS, figures.tolist(), held)
-            return
+                    return None
+            return self._step(loss, lr, A3C_SLOTS, figures.tolist(), held)
         b = behaviour(self.model, rollout, cfg.gamma, cfg.gae_lambda)
         settings = ppo_settings(cfg, entropy_coef, steps)
         T, K = rollout.rewards.shape
+        finite = True
         for epoch in range(cfg.epochs):
             if epoch and cfg.recompute_advantages:
                 self.local.copy_(self.shared)
@@ -164,8 +184,9 @@ class Learner:
                 values = figures.tolist()
                 if cfg.target_kl is not None and values[KL] > KL_STOP * cfg.target_kl:
                     self.stats[STAT["kl_stops"]] += 1
-                    return
-                self._step(loss, lr, PPO_SLOTS, [*values, *b.fit])
+                    return finite
+                finite &= self._step(loss, lr, PPO_SLOTS, [*values, *b.fit])
+        return finite
 
     def _accumulated(
         self, loss: torch.Tensor, figures: torch.Tensor
@@ -187,10 +208,11 @@ class Learner:
 
     def _step(
         self, loss: torch.Tensor, lr: float, slots: np.ndarray, figures: list, held: bool = False
-    ) -> None:
+    ) -> bool:
         """One lock-free step with exactly this loss's gradient (``held``: plus the earlier
-        rollouts' that :meth:`_accumulated` left in ``grad``), unless it is not finite;
-        ``figures`` (then the grad norm and lr) are summed into ``stats[slots]``."""
+        rollouts' that :meth:`_accumulated` left in ``grad``), unless it is not finite
+        (then skipped: False); ``figures`` (then the grad norm and lr) are summed into
+        ``stats[slots]``."""
         if not held:
             self.grad.zero_()
         loss.backward()
@@ -198,17 +220,12 @@ class Learner:
         stats = self.stats
         # Only the loss and the gradient can veto an update, never a logged figure.
         if np.isfinite(grad_norm) and np.isfinite(loss.item()):
-            self.nonfinite_in_row = 0
             self.optimizer.step(self.grad, self.rank, lr)
             stats[STAT["updates"]] += 1
             stats[slots] += (*figures, grad_norm, lr)
-            return
-        self.nonfinite_in_row += 1
+            return True
         stats[STAT["skipped"]] += 1
-        if self.nonfinite_in_row >= self.cfg.max_nonfinite:
-            raise NonFiniteUpdates(
-                f"{self.nonfinite_in_row} updates in a row with a non-finite loss or gradient"
-            )
+        return False
 
 
 def loss_settings(cfg: A3CConfig, entropy_coef: float | None = None) -> LossSettings:

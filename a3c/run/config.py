@@ -211,7 +211,8 @@ class A3CConfig(EngineConfig):
     )
     max_nonfinite: int = setting(
         10,
-        "a worker fails after this many non-finite updates in a row",
+        "a worker fails after this many rollouts in a row with a skipped update: a "
+        "non-finite loss or gradient in A3C's one step or any of APPO's epochs x minibatches",
         group="engine",
         min=1,
     )

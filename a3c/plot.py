@@ -3,8 +3,9 @@
 TensorBoard is the place to explore a run; this draws the one figure worth keeping: the
 100-episode mean return (``charts/mean_return_100``) against env steps and against wall
 time, with the env's target return as a dashed line, one line per run (legend: the run
-folder's name). Given a folder of runs (``runs/``), it draws one figure per env, so runs
-of different envs never share axes: ``-o curves.png`` becomes ``curves_<env>.png``.
+folder's name); wall time is training time: the pauses before a run's resumes are left
+out. Given a folder of runs (``runs/``), it draws one figure per env, so runs of different
+envs never share axes: ``-o curves.png`` becomes ``curves_<env>.png``.
 Needs matplotlib: ``pip install -e ".[plot]"``.
 """
 
@@ -67,6 +68,30 @@ def find_runs(paths: list[str]) -> tuple[list[Path], bool]:
     return runs, any_parent
 
 
+def sessions(run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Each session's first wall time, in order, and the training seconds before it.
+
+    Every session of a run (the first, each ``--resume``) opens its own events file, from
+    its start to its close, so the files' spans are the run's training time, for any run
+    ever written: no pause is guessed from a gap between points, which a slow log point
+    would look like too. Only each file's first and last record are parsed."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    spans: list[tuple[float, float]] = []
+    for path in run.glob("events.out.tfevents.*"):
+        first = last = None
+        for record in RawEventFileLoader(str(path)).Load():
+            first = record if first is None else first
+            last = record
+        if first is not None and last is not None:
+            spans.append((Event.FromString(first).wall_time, Event.FromString(last).wall_time))
+    spans.sort()
+    starts = np.array([start for start, _ in spans])
+    lengths = np.array([end - start for start, end in spans])
+    return starts, np.cumsum(lengths) - lengths
+
+
 def read_curve(run: Path) -> Curve | None:
     """The run's mean-return points (``None`` when it has none) with its env and target."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -89,13 +114,15 @@ def read_curve(run: Path) -> Curve | None:
     events = acc.Scalars(TAG)
     if not events:
         return None
-    start = acc.FirstEventTimestamp()
+    wall = np.array([e.wall_time for e in events])
+    starts, before = sessions(run)
+    session = np.maximum(np.searchsorted(starts, wall, side="right") - 1, 0)
     return Curve(
         name=Path(os.path.abspath(run)).name,  # a symlink's own name labels its curve
         env=env,
         target=float(target) if isinstance(target, (int, float)) else None,
         steps=np.array([e.step for e in events], dtype=np.int64),
-        seconds=np.array([e.wall_time - start for e in events]),
+        seconds=wall - starts[session] + before[session],
         values=np.array([e.value for e in events]),
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import gymnasium as gym
@@ -18,6 +19,7 @@ from gymnasium import spaces
 
 from a3c.evaluate import main as evaluate_main
 from a3c.plot import main as plot_main
+from a3c.plot import read_curve
 from a3c.train import main as train_main
 
 TESTS = Path(__file__).resolve().parent
@@ -123,6 +125,45 @@ def test_plot_several_runs(with_plot, runs, tmp_path, capsys):
     height, width, _ = matplotlib.image.imread(one).shape
     assert width < 2 * height, "one panel"
     assert colour_pixels(one, BLUE) > 100 and colour_pixels(one, ORANGE) == 0
+
+
+#: How long before its resume a run's first session is made to have run: a night.
+PAUSE_S = 10 * 3600.0
+
+
+def shift_wall_times(events: Path, seconds: float) -> None:
+    """Rewrite an events file as if it had been written ``seconds`` later."""
+    from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    shifted = [Event.FromString(record) for record in RawEventFileLoader(str(events)).Load()]
+    with events.open("wb") as f:
+        writer = RecordWriter(f)
+        for event in shifted:
+            event.wall_time += seconds
+            writer.write(event.SerializeToString())
+
+
+def test_plot_time_axis_leaves_out_the_pause_before_a_resume(tmp_path):
+    """A run resumed a night later (its first session's events moved back by PAUSE_S, as
+    the pause leaves them): its time axis ends within the time its two sessions took."""
+    started = time.monotonic()
+    run = train(tmp_path, "CartPole-v1", 1, 5000)
+    first_s = time.monotonic() - started
+    (first,) = run.glob("events.out.tfevents.*")
+    shift_wall_times(first, -PAUSE_S)
+    before = read_curve(run)
+    started = time.monotonic()
+    resume = ["--resume", str(run / "checkpoint.pt"), "--total-steps", "10000", "--workers", "1"]
+    assert train_main([*resume, "--eval-interval", "0", "--log-interval", "0.1"]) == 0
+    resumed_s = time.monotonic() - started
+    after = read_curve(run)
+    n = len(before.steps)
+    assert len(after.steps) > n and after.steps[n] > before.steps[-1], "the resumed points"
+    np.testing.assert_allclose(after.seconds[:n], before.seconds)
+    assert np.all(np.diff(after.seconds) >= 0), "the resumed points go on from the first's"
+    assert after.seconds[-1] <= first_s + resumed_s, "the pause is not counted"
 
 
 def test_plot_folder_gives_one_figure_per_env(with_plot, runs, tmp_path, capsys):

@@ -5,6 +5,8 @@
     python benchmarks/suite.py --set normalize_reward=false    # an A/B of a setting
     python benchmarks/suite.py --logdir runs/suite     # keep the runs, then:
     python -m a3c.plot runs/suite -o docs/curves.png   # one figure per env
+    python benchmarks/suite.py --family minatar        # a family against its targets
+    python benchmarks/suite.py --family atari --envs PongNoFrameskip-v4 --seeds 1 2
 
 Protocol (shared/BENCHMARKS.md): every run trains for its whole budget. Reported per
 run and as the median of the seeds: the wall time from the start of training until the
@@ -17,6 +19,12 @@ threshold (MuJoCo) report the mean at 1M steps, the final one, and the **greedy*
 return of the policy the run ends with (``a3c.evaluate``, 10 episodes): the agent a user
 keeps, without the exploration noise that the training episodes carry. Runs go one after
 the other (never two at once on 2 cores); the table prints as Markdown for the README.
+
+``--family atari|mujoco|minatar`` (benchmarks/families.py) runs a family's envs for its
+budget, 1 seed unless ``--seeds``, and tables each run against its target and the
+published anchors: the final 100-episode mean of the real score (Atari: whole games,
+unclipped, as ``charts/mean_return_100`` holds them), the greedy mean, env steps/s, and
+whether the final mean met the target (Pong: whether the mean reached +18 in its 20 min).
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from families import FAMILIES, FAMILY_HEADER, Budget, FamilyRun, family_summary
 
 from a3c.envs import make_env
 from a3c.envs.families import family_of
@@ -154,13 +163,16 @@ class ReturnRun:
     seconds: float
     env_steps: int
     greedy: float | None = None  # the final policy's greedy mean (None: not evaluated)
+    solved_at: Solved | None = None  # when the mean first reached a target it was given
+    best: float = math.nan  # the best 100-episode mean
 
     def describe(self, env: str, seed: int) -> str:
         greedy = "" if self.greedy is None else f"; greedy {self.greedy:.1f}"
+        solved = self.solved_at and f"; reached its target after {self.solved_at.seconds:.0f} s"
         return (
             f"  {env} seed {seed}: 100-episode mean {self.at_milestone:.1f} at "
             f"{MILESTONE_STEPS:,} steps, {self.final:.1f} after {self.seconds:.0f} s "
-            f"({self.env_steps:,} steps){greedy}"
+            f"({self.env_steps:,} steps){greedy}{solved or ''}"
         )
 
 
@@ -209,52 +221,84 @@ def spread(values: list[float], fmt: str, unit: str = "") -> str:
     return f"{mid}{unit} ({low}-{high})"
 
 
+@dataclass
+class EnvRuns:
+    """The finished seeds of one env, and what its table row names them by."""
+
+    env: str
+    seeds: list[int]  # of the finished runs, in order
+    runs: list[ThresholdRun | ReturnRun]
+    system: str | None = None  # "preset (algo)", as train() filled it in
+    target: float | None = None
+
+    def row(self) -> str:
+        return table_row(self.env, self.system, self.target, self.runs)
+
+
 class RunStopped(Exception):
     """A run ended by Ctrl-C, SIGTERM or a failure: the suite stops with it, as asked, instead
     of reporting a cut-short run as a result and starting the next."""
 
-    def __init__(self, env: str, seed: int, exit_code: int, row: str | None) -> None:
-        super().__init__(f"{env} seed {seed} ended with exit code {exit_code}; the suite stops")
+    def __init__(self, seed: int, exit_code: int, done: EnvRuns) -> None:
+        super().__init__(
+            f"{done.env} seed {seed} ended with exit code {exit_code}; the suite stops"
+        )
         self.exit_code = exit_code
-        self.row = row  # the table row of the seeds that finished before it (None: none did)
+        self.done = done  # the seeds that finished before it
 
 
 def run_env(
-    env: str, seeds: list[int], budget: float, workers: int, extra: dict, logdir: str
-) -> str:
-    """Train every seed of ``env`` with its preset; its table row."""
-    runs: list[ThresholdRun | ReturnRun] = []
-    system = target = None
+    env: str,
+    seeds: list[int],
+    budget: Budget,
+    workers: int,
+    extra: dict,
+    logdir: str,
+    target: float | None = None,
+) -> EnvRuns:
+    """Train every seed of ``env`` with its preset. ``target``: a return whose first
+    reaching each run notes (``solved_at``); by-return envs otherwise have none."""
+    done = EnvRuns(env, [], [])
     for seed in seeds:
         cfg = config_for(
             env,
             workers=workers,
             seed=seed,
-            time_limit=budget,
+            time_limit=budget.seconds,
             eval_interval=0.0,
             logdir=logdir,
-            **{"target_return": TARGETS.get(env), "target_metric": "none", **extra},
+            **{
+                "target_return": TARGETS.get(env) if target is None else target,
+                "target_metric": "none",
+                **extra,
+            },
         )
-        if by_return(env):  # no target
+        if by_return(env) and target is None:
             cfg.target_return = math.inf
-        if not cfg.decays():
+        if budget.steps is not None:
+            cfg.total_steps = budget.steps
+        elif not cfg.decays():
             cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
-        system, target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # filled in by train
+        done.system, done.target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # by train
         if r.exit_code:
-            row = table_row(env, system, target, runs) if runs else None
-            raise RunStopped(env, seed, r.exit_code, row)
+            raise RunStopped(seed, r.exit_code, done)
+        best = r.best_mean_100.mean if r.best_mean_100 else math.nan
         if by_return(env):
             at_milestone, final = returns_reached(r.run_dir)
-            greedy = evaluate(r.run_dir / "checkpoint.pt", GREEDY_EPISODES).mean()
-            runs.append(ReturnRun(at_milestone, final, r.wall_time, r.env_steps, float(greedy)))
-            print(runs[-1].describe(env, seed), flush=True)
-            continue
-        hold = holding(read_curve(r.run_dir), target, r.solved_at and r.solved_at.env_steps)
-        best = r.best_mean_100.mean if r.best_mean_100 else math.nan
-        runs.append(ThresholdRun(r.solved_at, best, hold, r.wall_time))
-        print(runs[-1].describe(env, seed), flush=True)
-    return table_row(env, system, target, runs)
+            greedy = float(evaluate(r.run_dir / "checkpoint.pt", GREEDY_EPISODES).mean())
+            run = ReturnRun(
+                at_milestone, final, r.wall_time, r.env_steps, greedy, r.solved_at, best
+            )
+        else:
+            hold = holding(
+                read_curve(r.run_dir), cfg.target_return, r.solved_at and r.solved_at.env_steps
+            )
+            run = ThresholdRun(r.solved_at, best, hold, r.wall_time)
+        done.seeds.append(seed)
+        done.runs.append(run)
+        print(run.describe(env, seed), flush=True)
+    return done
 
 
 def returns_reached(run_dir) -> tuple[float, float]:
@@ -269,15 +313,23 @@ def returns_reached(run_dir) -> tuple[float, float]:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--envs", nargs="+", default=list(SUITE), metavar="ID")
-    p.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    p.add_argument("--family", choices=list(FAMILIES), help="run a family against its targets")
+    p.add_argument("--envs", nargs="+", metavar="ID", help="default: the suite, or the family")
+    p.add_argument("--seeds", nargs="+", type=int, help="default: 1 2 3, a family's 1")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--budget", type=float, default=None, help="seconds per run (default: per env)")
+    p.add_argument(
+        "--budget", type=float, default=None, help="seconds per run, instead of the env's budget"
+    )
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override settings")
     p.add_argument(
         "--logdir", default=None, help="keep the runs here (for a3c.plot); default: deleted"
     )
     args = p.parse_args()
+    family = FAMILIES[args.family] if args.family else None
+    envs = args.envs or ([e.env for e in family.envs] if family else list(SUITE))
+    seeds = args.seeds or ([1] if family else [1, 2, 3])
+    if family and (strangers := [e for e in envs if e not in {f.env for f in family.envs}]):
+        p.error(f"not in the {args.family} family: {' '.join(strangers)}")
     try:
         extra = parse_set(args.set)
     except ValueError as e:
@@ -287,28 +339,44 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d %H:%M')}",
         flush=True,
     )
-    lines = []
+    lines: list[str] = []
+    family_runs: list[FamilyRun] = []
     stopped = 0
     with tempfile.TemporaryDirectory() as scratch:
         logdir = args.logdir or scratch
-        for env in args.envs:
-            budget = args.budget or SUITE.get(env, 300)
+        for env in envs:
+            entry = family.entry(env) if family else None
+            if args.budget:
+                budget = Budget(args.budget)
+            else:
+                budget = family.budget_of(env) if family else Budget(SUITE.get(env, 300))
             try:
                 make_env(env, **config_for(env).env_options()).close()  # the preset's wrappers
             except UsageError as e:  # e.g. LunarLander without the box2d extra
                 print(f"  {env}: skipped: {e}", flush=True)
                 lines.append(f"| {env} | | | skipped: {e} | | | | | |")
                 continue
+            target = entry.target if entry else None
             try:
-                lines.append(run_env(env, args.seeds, budget, args.workers, extra, logdir))
+                done = run_env(env, seeds, budget, args.workers, extra, logdir, target)
             except RunStopped as e:
                 print(e, file=sys.stderr, flush=True)
-                stopped = e.exit_code
-                if e.row:
-                    lines.append(e.row)
+                stopped, done = e.exit_code, e.done
+            if entry:
+                runs = [
+                    FamilyRun(entry, budget, s, r)
+                    for s, r in zip(done.seeds, done.runs, strict=True)
+                ]
+                family_runs += runs
+                lines += [r.row() for r in runs]
+            elif done.runs:
+                lines.append(done.row())
+            if stopped:
                 break
-    print(f"\n{TABLE_HEADER}")
+    print(f"\n{FAMILY_HEADER if family else TABLE_HEADER}")
     print("\n".join(lines))
+    if family:
+        print(f"\n{family_summary(args.family, family_runs)}")
     sys.exit(stopped)
 
 

@@ -89,6 +89,8 @@ def test_sigterm_stops_the_throughput_benchmark():
 
 
 def _load_suite():
+    if str(ROOT / "benchmarks") not in sys.path:  # suite.py imports its neighbour families.py
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("suite", ROOT / "benchmarks" / "suite.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["suite"] = module  # its dataclasses look their module up
@@ -103,7 +105,7 @@ def test_envs_without_a_threshold_report_the_final_policys_greedy_return(
     ``a3c.evaluate CHECKPOINT --episodes 10`` of the run's checkpoint."""
     suite = _load_suite()
     monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
-    row = suite.run_env("CartPole-v1", [1], 3.0, 1, {}, str(tmp_path))
+    row = suite.run_env("CartPole-v1", [1], suite.Budget(3.0), 1, {}, str(tmp_path)).row()
     (run,) = tmp_path.glob("*CartPole-v1_s1")
     want = evaluate(run / "checkpoint.pt", suite.GREEDY_EPISODES).mean()
     assert row.endswith(f" | greedy: {want:.0f} |"), row

@@ -1,0 +1,186 @@
+"""The family benchmarks of ``suite.py --family``: each family's envs, budget, targets, and
+the published results beside them (each with its own budget, which is rarely ours), and
+how a run is judged against them.
+
+One declaration per env, so that a target or an anchor is changed in one place; the
+figures are as issue 33 gives them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from a3c.envs.families import family_of
+
+if TYPE_CHECKING:
+    from suite import ReturnRun
+
+#: Agent steps per emulator frame for Atari: the presets' frame skip.
+FRAME_SKIP = 4
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long each run of an env trains."""
+
+    seconds: float  # the time budget; with ``steps``, only a limit
+    steps: int | None = None  # a budget of agent steps (None: the time is the budget)
+
+
+@dataclass(frozen=True)
+class FamilyEnv:
+    """One env of a family: the target a run should meet and the published anchors."""
+
+    env: str
+    target: float
+    anchor: str  # published results, each with its own budget
+    budget: Budget | None = None  # its own, instead of the family's (Pong)
+    #: Met when the 100-episode mean first reaches the target within the budget (the
+    #: trainer's ``solved_at``: Pong's +18 in 20 minutes); else by the final mean.
+    reach: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family's envs and the budget each gets unless it declares its own."""
+
+    budget: Budget
+    envs: tuple[FamilyEnv, ...]
+
+    def entry(self, env: str) -> FamilyEnv:
+        return next(e for e in self.envs if e.env == env)
+
+    def budget_of(self, env: str) -> Budget:
+        return self.entry(env).budget or self.budget
+
+
+CLEANRL = "CleanRL PPO {} (10M steps = 40M frames)"
+A3C_PAPER = "A3C paper FF {} (1 day, 16 cores)"
+ZOO = "RL-Zoo PPO {} (1M steps)"
+SF = "Sample Factory APPO {} (10M steps)"
+GYMNAX = "gymnax PPO {} (10M steps)"
+
+FAMILIES: dict[str, Family] = {
+    "atari": Family(
+        Budget(45 * 60, 2_500_000),  # 10M frames; the time only a generous limit
+        (
+            FamilyEnv(
+                "BreakoutNoFrameskip-v4", 150, f"{CLEANRL.format(430)}; {A3C_PAPER.format(551.6)}"
+            ),
+            FamilyEnv(
+                "SpaceInvadersNoFrameskip-v4",
+                500,
+                f"{CLEANRL.format('1,189')}; {A3C_PAPER.format('2,215')}",
+            ),
+            FamilyEnv(
+                "QbertNoFrameskip-v4",
+                4_000,
+                f"{CLEANRL.format('17,246')}; {A3C_PAPER.format('13,752')}",
+            ),
+            FamilyEnv(
+                "BeamRiderNoFrameskip-v4",
+                1_200,
+                f"{CLEANRL.format('2,478')}; {A3C_PAPER.format('13,236')}",
+            ),
+            FamilyEnv(
+                "PongNoFrameskip-v4", 18, CLEANRL.format(20.4), budget=Budget(20 * 60), reach=True
+            ),
+        ),
+    ),
+    "mujoco": Family(
+        Budget(10 * 60),
+        (
+            FamilyEnv("HalfCheetah-v5", 5_000, f"{ZOO.format('5,819')}; {SF.format('6,263')}"),
+            FamilyEnv("Hopper-v5", 3_000, f"{ZOO.format('2,410')}; {SF.format('2,793')}"),
+            FamilyEnv(
+                "Walker2d-v5",
+                4_000,
+                f"{ZOO.format('3,479')}; {SF.format('5,488')}; "
+                "rl_games PPO 5,186 (4.6 min, 16 cores)",
+            ),
+            FamilyEnv(
+                "Ant-v5",
+                3_000,
+                f"{ZOO.format('1,327')}; {SF.format('5,876')}; "
+                "rl_games PPO 4,429 (5.3 min, 16 cores)",
+            ),
+            FamilyEnv("Humanoid-v5", 1_000, f"CleanRL PPO 716 (1M steps); {SF.format('5,439')}"),
+        ),
+    ),
+    "minatar": Family(
+        Budget(10 * 60),
+        (
+            FamilyEnv("MinAtar/Asterix-v1", 15, GYMNAX.format(15)),
+            FamilyEnv("MinAtar/Breakout-v1", 40, GYMNAX.format(28)),
+            FamilyEnv("MinAtar/Freeway-v1", 58, GYMNAX.format(58)),
+            FamilyEnv("MinAtar/SpaceInvaders-v1", 131, GYMNAX.format(131)),
+            FamilyEnv("MinAtar/Seaquest-v1", 30, "none published"),
+        ),
+    ),
+}
+
+
+#: The table of ``--family``: one row per run.
+FAMILY_HEADER = (
+    "| env | seed | trained | final 100-episode mean | greedy (10) | env steps/s | target "
+    "| miss | published |\n|---|---|---|---|---|---|---|---|---|"
+)
+
+
+@dataclass
+class FamilyRun:
+    """One seed of a family's env, judged against the env's target."""
+
+    entry: FamilyEnv
+    budget: Budget  # the one it ran with
+    seed: int
+    run: ReturnRun
+
+    def met(self) -> bool:
+        """By the final mean; by reaching the target within the budget where ``reach``."""
+        run, entry = self.run, self.entry
+        if entry.reach:
+            return run.solved_at is not None and run.solved_at.seconds <= self.budget.seconds
+        return run.final >= entry.target
+
+    def miss(self) -> str:
+        run, target = self.run, self.entry.target
+        if self.entry.reach:
+            if self.met():
+                return f"met after {run.solved_at.seconds / 60:.1f} min"
+            if run.solved_at is not None:
+                return f"reached after {run.solved_at.seconds / 60:.1f} min: late"
+            if math.isnan(run.best):  # never 100 episodes
+                return "not reached"
+            return f"{target - run.best:,.1f} short (best mean {run.best:,.1f})"
+        if self.met():
+            return "met"
+        return f"{target - run.final:,.1f} short ({run.final / target:.0%} of it)"
+
+    def row(self) -> str:
+        run, entry, budget = self.run, self.entry, self.budget
+        trained = f"{run.env_steps:,} steps"
+        if family_of(entry.env) == "atari":
+            trained += f" = {FRAME_SKIP * run.env_steps / 1e6:.1f}M frames"
+        trained += f", {run.seconds / 60:.1f} min"
+        if budget.steps is not None and run.env_steps < budget.steps:
+            trained += f" (time limit, of {budget.steps / 1e6:.2f}M)"
+        target = f"{entry.target:,g}"
+        if entry.reach:
+            target += f" within {budget.seconds / 60:.3g} min"
+        greedy = "" if run.greedy is None else f"{run.greedy:,.1f}"
+        return (
+            f"| {entry.env} | {self.seed} | {trained} | {run.final:,.1f} | {greedy} "
+            f"| {run.env_steps / run.seconds:,.0f} | {target} | {self.miss()} | {entry.anchor} |"
+        )
+
+
+def family_summary(name: str, runs: list[FamilyRun]) -> str:
+    """How many runs met their target: a count, since a fraction of Pong's +18 means
+    little for a score that starts at -21."""
+    met = sorted({r.entry.env for r in runs if r.met()})
+    return f"{name}: target met in {sum(r.met() for r in runs)} of {len(runs)} runs" + (
+        f" ({', '.join(met)})" if met else ""
+    )

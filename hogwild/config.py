@@ -335,7 +335,11 @@ class EngineConfig:
         None, "--track: the W&B team or user (none: your default)", group=EVAL, metavar="NAME"
     )
     resume: str | None = setting(
-        None, "continue a run from its checkpoint.pt", group=EVAL, metavar="CHECKPOINT"
+        None,
+        "continue a run from its checkpoint.pt (any other file, such as best.pt, starts a"
+        " new run folder from it)",
+        group=EVAL,
+        metavar="CHECKPOINT",
     )
     sync_every: float = setting(
         2.0, "seconds between parameter averages across nodes", group=DIST, above=0

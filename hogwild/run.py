@@ -38,9 +38,19 @@ from hogwild.rundir import RunDir
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervise import Supervisor
 
-__all__ = ["ANOTHER_NODE", "INTERRUPTED", "Generation", "RunApp", "RunEnd", "RunLoop"]
+__all__ = [
+    "ANOTHER_NODE",
+    "CHECKPOINT",
+    "INTERRUPTED",
+    "Generation",
+    "RunApp",
+    "RunEnd",
+    "RunLoop",
+]
 
 INTERRUPTED = "interrupted"
+#: The run folder's own checkpoint, written periodically and at the end.
+CHECKPOINT = "checkpoint.pt"
 ANOTHER_NODE = "another node stopped"
 
 
@@ -195,7 +205,7 @@ class RunLoop:
         """The run folder (rank 0 alone) and its ``checkpoint.pt``, unless already set."""
         if self.is_main:
             self.rundir = RunDir(self.cfg.logdir, name, config, run_name, resume_dir=resume_dir)
-            self.checkpoint_path = self.checkpoint_path or self.rundir.path / "checkpoint.pt"
+            self.checkpoint_path = self.checkpoint_path or self.rundir.path / CHECKPOINT
         return self.rundir
 
     def watch(self, evaluator: Watched) -> None:

@@ -3,6 +3,7 @@ a killed main process leaves nothing behind and its run resumes from the last ch
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
@@ -70,7 +71,8 @@ def test_resume_restores_the_runs_history(evaluated_run, tmp_path):
     # Resuming with no step left to take: the record that comes back is the one saved.
     copy = tmp_path / "run"
     copy.mkdir()
-    (copy / "checkpoint.pt").write_bytes((evaluated_run.run_dir / "checkpoint.pt").read_bytes())
+    for name in ("checkpoint.pt", "config.json"):  # a run folder: resumed in place
+        (copy / name).write_bytes((evaluated_run.run_dir / name).read_bytes())
     r = train(
         cartpole(
             tmp_path,
@@ -98,7 +100,7 @@ def test_a_poor_evaluation_after_resume_keeps_the_better_best(evaluated_run, tmp
     # than the saved best, and it stops at its first one.
     copy = tmp_path / "run"
     copy.mkdir()
-    for name in ("checkpoint.pt", "best.pt"):
+    for name in ("checkpoint.pt", "best.pt", "config.json"):
         (copy / name).write_bytes((run / name).read_bytes())
     r = train(
         cartpole(
@@ -118,6 +120,37 @@ def test_a_poor_evaluation_after_resume_keeps_the_better_best(evaluated_run, tmp
     for k, v in best_before["model"].items():
         assert torch.equal(v, best_after["model"][k]), k
     assert r.best_eval == evaluated_run.best_eval
+
+
+def test_a_resume_from_best_pt_branches_into_a_new_run_folder(evaluated_run, tmp_path, capsys):
+    """The newer run beside best.pt is not overwritten: its checkpoint.pt, events and best.pt
+    stay as they were; the branch records where it came from and keeps best.pt's model."""
+    run = evaluated_run.run_dir
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("checkpoint.pt", "best.pt", "config.json"):
+        (copy / name).write_bytes((run / name).read_bytes())
+    before = {f.name: f.read_bytes() for f in copy.iterdir()}
+    best = load_checkpoint(copy / "best.pt")
+    logdir = tmp_path / "runs"
+    r = train(
+        cartpole(
+            logdir,
+            total_steps=best["env_steps"] + 2_000,
+            eval_interval=0.0,
+            target_return=1e9,
+            resume=str(copy / "best.pt"),
+        )
+    )
+    assert r.exit_code == 0
+    assert {f.name: f.read_bytes() for f in copy.iterdir()} == before
+    assert r.run_dir.parent == logdir
+    assert "resumed from" in capsys.readouterr().err
+    assert json.loads((r.run_dir / "config.json").read_text())["resume"] == str(copy / "best.pt")
+    branch = load_checkpoint(r.run_dir / "checkpoint.pt")
+    assert branch["env_steps"] >= best["env_steps"] + 2_000
+    assert r.best_eval == best["eval_mean_return"]
+    assert (r.run_dir / "best.pt").read_bytes() == before["best.pt"]
 
 
 def test_best_pt_holds_the_step_and_statistics_it_was_scored_with(evaluated_run):
@@ -280,3 +313,25 @@ def test_kill_9_of_the_main_process_leaves_nothing_and_resumes(tmp_path):
     assert after["history"]["best_eval"] >= best["eval_mean_return"]
     assert after["wall_time"] > saved["wall_time"]
     assert load_checkpoint(run / "best.pt")["eval_mean_return"] == best["eval_mean_return"]
+
+
+def test_a_resume_with_a_higher_target_stops_at_the_new_one():
+    """The record says which target was reached: a run resumed with a higher one is not
+    solved until its mean reaches that (a record from before it was kept counts as solved)."""
+    from a3c.run.record import RunHistory, Solved
+    from a3c.run.stopping import Targets
+    from a3c.run.telemetry import RunStats
+
+    stats = RunStats()
+    stats.recent.extend([150.0] * 100)
+    history = RunHistory(solved_at=Solved(10.0, 1_000, target=100.0))
+    targets = Targets(A3CConfig(target_return=200.0), history, max_entropy=0.7)
+    assert not targets.solved_now(stats, 20.0, 2_000, now=20.0)
+    stats.recent.extend([250.0] * 100)
+    assert targets.solved_now(stats, 30.0, 3_000, now=30.0)
+    assert history.solved_at == Solved(30.0, 3_000, 200.0)
+    assert RunHistory.from_state(history.state()).solved_at == history.solved_at
+    # A lower target than the one reached, or a record without its target: solved already.
+    for solved in (Solved(10.0, 1_000, target=300.0), Solved(10.0, 1_000)):
+        again = Targets(A3CConfig(target_return=200.0), RunHistory(solved_at=solved), 0.7)
+        assert not again.solved_now(stats, 40.0, 4_000, now=40.0)

@@ -20,10 +20,12 @@ log = logging.getLogger(__name__)
 
 
 class Solved(NamedTuple):
-    """When the 100-episode training mean first reached the target."""
+    """When the 100-episode training mean first reached the target (``target``: the one
+    it reached; None in checkpoints from before it was kept)."""
 
     seconds: float
     env_steps: int
+    target: float | None = None
 
 
 class BestMean(NamedTuple):

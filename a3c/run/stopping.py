@@ -43,12 +43,19 @@ class Targets:
     def solved_now(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:
         """Whether the 100-episode mean reached the target just now (noted in the record)."""
         full = self.track_best_100(stats, seconds, steps, now)
-        if self.history.solved_at is not None or self.target is None or not full:
+        if self._solved() or self.target is None or not full:
             return False
         if stats.mean_100 < self.target:
             return False
-        self.history.solved_at = Solved(seconds, steps)
+        self.history.solved_at = Solved(seconds, steps, self.target)
         return True
+
+    def _solved(self) -> bool:
+        """Whether the run has reached this target; a resume with a higher target has not."""
+        solved = self.history.solved_at
+        if solved is None:
+            return False
+        return solved.target is None or self.target is None or solved.target >= self.target
 
     def train_reason(self, stats: RunStats) -> str | None:
         """The reason to stop once solved, if the training mean is the target metric."""
@@ -67,7 +74,7 @@ class Targets:
         w, history = stats.window, self.history
         updates = w[STAT["updates"]]
         stalled = now - self.last_progress >= STALL_S
-        if history.entropy_warned or updates == 0 or history.solved_at is not None or not stalled:
+        if history.entropy_warned or updates == 0 or self._solved() or not stalled:
             return None
         entropy, uniform = w[STAT["entropy"]] / updates, self.max_entropy
         if not uniform or entropy >= ENTROPY_COLLAPSE * uniform:

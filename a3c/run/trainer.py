@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,9 +36,12 @@ from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.procs import FailurePolicy, WorkerGroup
-from hogwild.run import Generation, RunEnd, RunLoop
+from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
 
 log = logging.getLogger("a3c.run.trainer")
+
+#: The checkpoint of the best evaluation, beside the run's own checkpoint.pt.
+BEST = "best.pt"
 
 
 def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
@@ -73,6 +77,8 @@ class A3CRun:
         start_steps, self.elapsed_before, run_dir = 0, 0.0, None
         self.history = RunHistory()
         saved_statistics: dict[str, torch.Tensor] = {}
+        self.branched_from: str | None = None  # the checkpoint a new run folder starts from
+        self.branch_keeps_best = False
         if cfg.resume:
             run_dir, start_steps, saved_statistics = self._restore(cfg.resume)
         self.shared.share_memory()
@@ -130,6 +136,14 @@ class A3CRun:
         self.t0 = self.last_eval = self.targets.last_progress = time.monotonic()
         self.logger.restart(self.t0, start_steps)
 
+    def _keep_best(self, source: Path) -> None:
+        """A branch from an evaluated checkpoint (best.pt) keeps it as its own best.pt: the
+        model that its record's best evaluation names."""
+        try:
+            shutil.copyfile(source, self.rundir.path / BEST)
+        except OSError as e:
+            self.progress.print(f"warning: {source} not copied into the new run folder: {e}")
+
     def _restore(self, path: str) -> tuple[Path, int, dict[str, torch.Tensor]]:
         """The shared model, the record and the random generators from ``path``; the run
         folder, the steps taken and the saved statistics (see ``__init__`` for nodes)."""
@@ -143,14 +157,30 @@ class A3CRun:
                 set_rng_state(ckpt["rng"])
         except (TypeError, ValueError, KeyError, RuntimeError) as e:
             raise UsageError(f"{path}: bad run history or random state ({e})") from None
-        run_dir = Path(path).parent
-        self.history.best_eval = max(self.history.best_eval, saved_best_eval(run_dir / "best.pt"))
+        run_dir: Path | None = Path(path).parent
+        if Path(path).name != CHECKPOINT:
+            # best.pt (or any other): its folder holds a newer run, which a resume from an
+            # older checkpoint must not overwrite, so this run branches into a new folder.
+            self.branched_from, run_dir = path, None
+            if "eval_mean_return" in ckpt:
+                self.history.best_eval = float(ckpt["eval_mean_return"])
+                self.branch_keeps_best = True
+        else:
+            best = saved_best_eval(run_dir / BEST)
+            self.history.best_eval = max(self.history.best_eval, best)
         return run_dir, int(ckpt["env_steps"]), statistics
 
     # -- the run: what the engine's loop asks of A3C ---------------------------------------
     def run(self) -> A3CResult:
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
+            if self.branched_from is not None:
+                self.progress.print(
+                    f"resumed from {self.branched_from} into this new run folder; the run it"
+                    " came from and its checkpoint.pt are left as they are"
+                )
+                if self.branch_keeps_best:
+                    self._keep_best(Path(self.branched_from))
         self.loop.run(self)
         if self.callback_error is not None:
             raise self.callback_error
@@ -268,7 +298,7 @@ class A3CRun:
                 log.warning("no snapshot kept for the evaluation at step %d", step)
             elif score > history.best_eval:
                 state = self.checkpoint_state(snapshot, eval_mean_return=score)
-                if self.loop.save_checkpoint(state, self.rundir.path / "best.pt") is not None:
+                if self.loop.save_checkpoint(state, self.rundir.path / BEST) is not None:
                     history.best_eval, history.best_eval_step = score, step
             reason = self.targets.eval_reason(score) or reason
             if not self._call_back("eval", now, eval_mean_return=score):

@@ -40,6 +40,29 @@ def test_the_family_preset_applies_minigrids_image_wrapper():
         make_env(cfg.env)  # without the wrapper: the text mission is refused in one line
 
 
+def test_a_users_wrapper_goes_on_top_of_the_presets(tmp_path):
+    """As on top of a family's preprocessing: the preset's ImgObsWrapper first, then the
+    user's; --preset none drops the preset's."""
+    mine = "gymnasium.wrappers:RecordEpisodeStatistics"
+    cfg = config_for(EMPTY, wrappers=[mine])
+    assert cfg.wrappers == ("minigrid.wrappers:ImgObsWrapper", mine)
+    env = make_env(cfg.env, **cfg.env_options())
+    assert type(env.unwrapped).__name__ == "EmptyEnv" and len(env.observation_space.shape) == 3
+    env.close()
+    assert config_for(EMPTY, preset="none", wrappers=[mine]).wrappers == (mine,)
+    result = train(
+        config_for(
+            EMPTY,
+            wrappers=[mine],
+            workers=1,
+            total_steps=400,
+            eval_interval=0.0,
+            logdir=str(tmp_path),
+        )
+    )
+    assert result.exit_code == 0 and result.env_steps >= 400
+
+
 @pytest.mark.slow
 def test_a3c_learns_the_empty_room(tmp_path):
     random = random_mean_return()

@@ -137,6 +137,36 @@ def test_a_lambda_is_refused_because_no_process_could_import_it():
         config_for("CartPole-v1", wrappers=[lambda env: env])
 
 
+def test_a_wrapper_or_factory_of_the_script_being_run_is_refused_before_training(tmp_path):
+    """Workers re-import the script, but a3c.evaluate, Policy.load and --resume later run
+    from another program, where ``__main__`` has no such name: refused in one line."""
+    script = tmp_path / "train_clip.py"
+    script.write_text(
+        "import gymnasium as gym\n"
+        "from a3c.api import config_for\n"
+        "class Clip(gym.RewardWrapper):\n"
+        "    def reward(self, r):\n"
+        "        return max(-1.0, min(1.0, r))\n"
+        "def make():\n"
+        "    return gym.make('CartPole-v1')\n"
+        "if __name__ == '__main__':\n"
+        "    import sys\n"
+        "    for kw in ({'env': 'CartPole-v1', 'wrappers': [Clip]}, {'env': make},\n"
+        "               {'env': 'CartPole-v1', 'wrappers': ['__main__:Clip']}):\n"
+        "        try:\n"
+        "            config_for(**kw)\n"
+        "        except Exception as e:\n"
+        "            print(type(e).__name__, e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    ).stdout.splitlines()
+    assert len(out) == 3, out
+    for line, name in zip(out, ("Clip", "make", "Clip"), strict=True):
+        assert line.startswith("UsageError") and f"'{name}'" in line, line
+        assert "move it into a module" in line, line
+
+
 def test_a_checkpoint_keeps_its_wrappers(tmp_path):
     result = train(
         config_for(

@@ -41,14 +41,23 @@ def reference_to(fn: Callable[..., Any], what: str) -> str:
     """``"module:qualname"`` of a module-level callable, the text that :func:`resolve` reads
     back in every process; lambdas and nested functions cannot be imported, so refused."""
     if isinstance(fn, str):
-        return fn
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-    if not module or not qualname or "<" in qualname:
+        module, _, qualname = fn.partition(":")
+    else:
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        if not module or not qualname or "<" in qualname:
+            raise UsageError(
+                f"{what} {fn!r} must be a module-level function or class (each process "
+                "imports it by name); pass it, or write 'module:name'"
+            )
+    if module == "__main__":
+        # Workers re-import the script, but a3c.evaluate, Policy.load and --resume run
+        # from elsewhere, where __main__ is another program.
         raise UsageError(
-            f"{what} {fn!r} must be a module-level function or class (each process imports "
-            "it by name); pass it, or write 'module:name'"
+            f"{what} {qualname!r} is defined in the script being run (__main__), which "
+            "a3c.evaluate, Policy.load and --resume could not import later: move it into "
+            "a module of its own and import it from there"
         )
-    return f"{module}:{qualname}"
+    return fn if isinstance(fn, str) else f"{module}:{qualname}"
 
 
 def apply_wrappers(env: gym.Env, refs: Sequence[str]) -> gym.Env:

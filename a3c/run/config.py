@@ -46,8 +46,8 @@ class A3CConfig(EngineConfig):
     wrappers: tuple[str, ...] = setting(
         (),
         "a gymnasium wrapper as module:callable, called as callable(env) after the "
-        "family's preprocessing (Atari, MinAtar); repeat the flag for several, applied in "
-        "order; also in evaluation, a3c.evaluate and on resume",
+        "family's preprocessing (Atari, MinAtar) and the preset's wrappers; repeat the flag "
+        "for several, applied in order; also in evaluation, a3c.evaluate and on resume",
         group=RUN,
         aliases=("--wrapper",),
         metavar="MODULE:CALLABLE",

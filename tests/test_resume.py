@@ -335,3 +335,42 @@ def test_a_resume_with_a_higher_target_stops_at_the_new_one():
     for solved in (Solved(10.0, 1_000, target=300.0), Solved(10.0, 1_000)):
         again = Targets(A3CConfig(target_return=200.0), RunHistory(solved_at=solved), 0.7)
         assert not again.solved_now(stats, 40.0, 4_000, now=40.0)
+
+
+def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_path):
+    """A linear rate stopped halfway (2k of 4k steps) and resumed to 8k steps goes on from
+    half the rate to 0 at 8k, instead of jumping up to 1 - 2k/8k of it."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from a3c.run.config import decay_done
+
+    assert decay_done(2_000, 4_000) == 0.5
+    assert decay_done(5_000, 8_000, 2_000, 0.5) == 0.75
+    assert decay_done(9_000, 8_000, 2_000, 0.5) == decay_done(1, 1, 2, 0.0) == 1.0
+    lr = 1e-3
+    first = train(
+        cartpole(tmp_path, total_steps=4_000, lr=lr, lr_schedule="linear", eval_interval=0.0),
+        callbacks=[lambda e: e.env_steps < 2_000],
+    )
+    steps = load_checkpoint(first.run_dir / "checkpoint.pt")["env_steps"]
+    assert 2_000 <= steps < 4_000
+    done = steps / 4_000
+    r = train(
+        cartpole(
+            tmp_path,
+            total_steps=8_000,
+            lr=lr,
+            lr_schedule="linear",
+            eval_interval=0.0,
+            log_interval=0.1,
+            resume=str(first.run_dir / "checkpoint.pt"),
+        )
+    )
+    assert r.exit_code == 0 and r.env_steps >= 8_000
+    config = json.loads((r.run_dir / "config.json").read_text())
+    assert (config["decay_start_steps"], config["decay_start_done"]) == (steps, done)
+    acc = EventAccumulator(str(r.run_dir), size_guidance={"scalars": 0}).Reload()
+    rates = [p for p in acc.Scalars("charts/learning_rate") if p.step > steps]
+    assert rates and max(p.value for p in rates) <= lr * (1 - done) + 1e-9
+    for p in rates:  # each point averages the window's rates: at most the one at its start
+        assert p.value <= lr * (1 - decay_done(p.step - 400, 8_000, steps, done)) + 1e-6

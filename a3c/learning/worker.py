@@ -268,5 +268,4 @@ def _decayed(start: float, final: float | None, steps: int, cfg: A3CConfig) -> f
     run's ``total_steps`` (all nodes' steps: every node follows the same schedule)."""
     if final is None:
         return start
-    done = min(steps / cfg.total_steps, 1.0)
-    return start + (final - start) * done
+    return start + (final - start) * cfg.decay_done(steps)

@@ -23,7 +23,7 @@ import torch
 from a3c.envs import env_spaces
 from a3c.learning.worker import SharedRun, run_worker
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
-from a3c.run.config import A3CConfig
+from a3c.run.config import A3CConfig, decay_done
 from a3c.run.logger import RunLogger
 from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
 from a3c.run.shared_model import SharedModel
@@ -81,6 +81,7 @@ class A3CRun:
         self.branch_keeps_best = False
         if cfg.resume:
             run_dir, start_steps, saved_statistics = self._restore(cfg.resume)
+            cfg.decay_start_steps, cfg.decay_start_done = start_steps, self.decay_done
         self.shared.share_memory()
         self.steps = StepCount(cfg.workers, start_steps)
 
@@ -157,6 +158,14 @@ class A3CRun:
                 set_rng_state(ckpt["rng"])
         except (TypeError, ValueError, KeyError, RuntimeError) as e:
             raise UsageError(f"{path}: bad run history or random state ({e})") from None
+        # The decays go on from where the saved run had them, over this run's budget.
+        saved = ckpt.get("config", {})
+        self.decay_done = decay_done(
+            int(ckpt["env_steps"]),
+            saved.get("total_steps", self.cfg.total_steps),
+            saved.get("decay_start_steps", 0),
+            saved.get("decay_start_done", 0.0),
+        )
         run_dir: Path | None = Path(path).parent
         if Path(path).name != CHECKPOINT:
             # best.pt (or any other): its folder holds a newer run, which a resume from an

@@ -34,6 +34,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
+from a3c.envs.families import family_of
 from a3c.envs.refs import apply_wrappers, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
 from hogwild.errors import UsageError
@@ -68,7 +69,8 @@ def make_env(
     is flagged in ``info["life_lost"]``), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
-    is_atari = atari.is_atari_id(env_id)
+    family = family_of(env_id)
+    is_atari = family == "atari"
     if is_atari:
         options, kwargs = atari.split_wrap_kwargs(kwargs)
         if scoring:
@@ -78,7 +80,7 @@ def make_env(
     def wrap(env: gym.Env) -> gym.Env:
         if is_atari:
             env = _checked(atari.wrap_atari, env_id, env, options)
-        elif minatar.is_minatar_id(env_id):
+        elif family == "minatar":
             env = minatar.wrap_minatar(env)
         return adapt_spaces(apply_wrappers(env, wrappers), env_id)
 
@@ -93,7 +95,7 @@ def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.E
     Errors are one-line :class:`UsageError`\\ s, as from :func:`a3c.envs.make_env`. With a
     ``seed`` the env is reset once with it and its action space seeded.
     """
-    if not atari.is_atari_id(env_id):
+    if family_of(env_id) != "atari":
         raise UsageError(f"{env_id!r} is not an Atari (ale-py) environment id")
     wrap, kwargs = atari.split_wrap_kwargs(kwargs)
     env = _gym_make(env_id, atari.atari_make_kwargs(env_id, kwargs))
@@ -208,11 +210,12 @@ def _gym_make(env_id: str, kwargs: dict[str, Any]) -> gym.Env:
 
         if name not in gym.registry and callable(getattr(sys.modules[module], name, None)):
             return _from_factory(env_id, kwargs)
-    if atari.is_atari_id(env_id):
+    family = family_of(env_id)
+    if family == "atari":
         kwargs = atari.atari_make_kwargs(env_id, kwargs)  # registers; frameskip=1
-    elif minatar.is_minatar_id(env_id):
+    elif family == "minatar":
         minatar.register_minatar_envs(env_id)
-    elif minigrid.is_minigrid_id(env_id):
+    elif family == "minigrid":
         minigrid.register_minigrid_envs(env_id)
     try:
         return gym.make(env_id, **kwargs)

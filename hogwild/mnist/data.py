@@ -20,16 +20,13 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
 import numpy as np
 import torch
 
 from hogwild.errors import UsageError
 from hogwild.files import check_writable, make_dirs, os_reason
-
-if TYPE_CHECKING:
-    from hogwild.mnist.config import MnistConfig
 
 __all__ = [
     "FILES",
@@ -266,17 +263,19 @@ def load_mnist(
     return MnistData(train_x, train_y, test_x, test_y)
 
 
-def load_data(cfg: MnistConfig) -> MnistData:
-    """All of MNIST (or the first ``--train-subset`` training images), in shared memory."""
-    data = load_mnist(cfg.data_dir, download=cfg.download)
-    if cfg.train_subset is not None:
-        if cfg.train_subset > data.train_images.shape[0]:
+def load_data(
+    data_dir: str | Path, download: bool = False, train_subset: int | None = None
+) -> MnistData:
+    """All of MNIST (or the first ``train_subset`` training images), in shared memory."""
+    data = load_mnist(data_dir, download=download)
+    if train_subset is not None:
+        if train_subset > data.train_images.shape[0]:
             raise UsageError(
-                f"--train-subset {cfg.train_subset} exceeds the "
+                f"--train-subset {train_subset} exceeds the "
                 f"{data.train_images.shape[0]} training images"
             )
-        data.train_images = data.train_images[: cfg.train_subset].clone()
-        data.train_labels = data.train_labels[: cfg.train_subset].clone()
+        data.train_images = data.train_images[:train_subset].clone()
+        data.train_labels = data.train_labels[:train_subset].clone()
     return data.share_memory_()
 
 

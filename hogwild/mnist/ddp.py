@@ -68,7 +68,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> MnistResult:
             "nothing to train"
         )
         return MnistResult(0, None, None, state["epoch"], state["samples"])
-    data = load_data(cfg)
+    data = load_data(cfg.data_dir, cfg.download, cfg.train_subset)
 
     ctx = mp.get_context("spawn")
     stop = StopFlag(ctx)

@@ -63,7 +63,7 @@ class MnistRun:
         self._validate()
         resume = load_resume(cfg) if cfg.resume else None
         torch.manual_seed(cfg.seed)
-        self.data = load_data(cfg)
+        self.data = load_data(cfg.data_dir, cfg.download, cfg.train_subset)
 
         self.model = build_model(cfg.model)
         self.flat = flatten_parameters(self.model).share_memory_()

@@ -1,4 +1,5 @@
-"""Process helpers shared by the tests: /proc inspection, and torchrun "machines" on loopback.
+"""Process helpers shared by the tests: /proc inspection, a child Python run as a user
+would run it, and torchrun "machines" on loopback.
 
 Read through /proc rather than psutil so the suite needs nothing beyond the project's own
 dependencies (Linux only, as the engine itself).
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -90,6 +92,30 @@ def kill_tree(pid: int) -> None:
     for p in [*descendants(pid), pid]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
+
+
+# -- a child Python, as a user starts it ------------------------------------------------
+
+#: A child's environment: it imports the checkout's packages, whichever folder it runs in.
+CHILD_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+}
+
+
+def run_python(
+    argv: Sequence[str], cwd: Path = ROOT, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess:
+    """``python argv...`` to its end in a real child process, as a user would start it
+    (``env`` laid over :data:`CHILD_ENV`), its output captured as text."""
+    return subprocess.run(
+        [sys.executable, *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        env={**CHILD_ENV, **env},
+    )
 
 
 # -- torchrun on loopback ---------------------------------------------------------------

@@ -8,48 +8,15 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+from atari_helpers import ScriptedGame
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from a3c.envs.atari import EpisodicLife, FireOnReset
 from a3c.envs.episodes import episode_scores
 
 
-class _Ale:
-    def __init__(self) -> None:
-        self.n_lives = 0
-
-    def lives(self) -> int:
-        return self.n_lives
-
-
-class ScriptedGame(gym.Env):
-    """3 lives; every step scores 10; ``deadly`` actions lose a life; 0 lives: game over."""
-
-    observation_space = gym.spaces.Box(0, 255, (1,), np.uint8)
-    action_space = gym.spaces.Discrete(3)
-
-    def __init__(self, deadly=(2,)) -> None:
-        self.ale = _Ale()
-        self.deadly = set(deadly)
-        self.resets = 0
-
-    def get_action_meanings(self):
-        return ["NOOP", "FIRE", "RIGHT"]
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.ale.n_lives = 3
-        self.resets += 1
-        return np.zeros(1, np.uint8), {}
-
-    def step(self, action):
-        if action in self.deadly:
-            self.ale.n_lives -= 1
-        return np.zeros(1, np.uint8), 10.0, self.ale.n_lives == 0, False, {}
-
-
 def test_life_loss_is_terminal_and_the_game_goes_on():
-    game = ScriptedGame()
+    game = ScriptedGame(reward=10.0)
     env = EpisodicLife(gym.wrappers.RecordEpisodeStatistics(game))
     env.reset()
     assert env.step(0)[2] is False
@@ -68,7 +35,7 @@ def test_a_game_ending_inside_reset_keeps_its_score():
     """FIRE is deadly here: the last life is lost by FireOnReset's own step."""
 
     def make():
-        game = ScriptedGame(deadly=(1,))
+        game = ScriptedGame(deadly=(1,), reward=10.0)
         return FireOnReset(EpisodicLife(gym.wrappers.RecordEpisodeStatistics(game)))
 
     envs = SyncVectorEnv([make], autoreset_mode=AutoresetMode.SAME_STEP)

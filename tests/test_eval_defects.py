@@ -16,6 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from atari_helpers import ScriptedGame
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from policy_helpers import mlp
 
@@ -88,37 +89,6 @@ class Recorder(gym.Wrapper):
         self.rewards.append(float(reward))
         self.info = info
         return obs, reward, terminated, truncated, info
-
-
-class _Ale:
-    def __init__(self) -> None:
-        self.n_lives = 0
-
-    def lives(self) -> int:
-        return self.n_lives
-
-
-class ScriptedGame(gym.Env):
-    """3 lives; RIGHT loses one; FIRE scores 7, everything else 1; 0 lives: game over."""
-
-    observation_space = gym.spaces.Box(0, 255, (1,), np.uint8)
-    action_space = gym.spaces.Discrete(3)
-
-    def __init__(self) -> None:
-        self.ale = _Ale()
-        self.actions: list[int] = []
-
-    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
-        super().reset(seed=seed)
-        self.ale.n_lives = 3
-        return np.zeros(1, np.uint8), {}
-
-    def step(self, action):  # noqa: ANN001, ANN201
-        self.actions.append(int(action))
-        if action == RIGHT:
-            self.ale.n_lives -= 1
-        reward = 7.0 if action == FIRE else 1.0
-        return np.zeros(1, np.uint8), reward, self.ale.n_lives == 0, False, {}
 
 
 class LifeLossGame(gym.Env):
@@ -235,7 +205,7 @@ def test_the_training_env_is_unchanged():
 
 
 def test_fire_after_a_life_loss_adds_its_reward_and_leaves_game_over_alone():
-    game = ScriptedGame()
+    game = ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0})  # FIRE scores 7, the rest 1
     env = FireOnLifeLoss(game)
     env.reset()
     _, reward, terminated, truncated, info = env.step(NOOP)
@@ -247,7 +217,8 @@ def test_fire_after_a_life_loss_adds_its_reward_and_leaves_game_over_alone():
     _, _, terminated, _, info = env.step(RIGHT)  # the last life: game over, no FIRE
     assert terminated and "life_lost" not in info and game.actions[-1] == RIGHT
 
-    quiet = FireOnLifeLoss(ScriptedGame(), fire=False)  # a game without FIRE: flag only
+    # A game without FIRE: flag only.
+    quiet = FireOnLifeLoss(ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0}), fire=False)
     quiet.reset()
     _, reward, _, _, info = quiet.step(RIGHT)
     assert reward == 1.0 and info["life_lost"] and quiet.env.actions == [RIGHT]

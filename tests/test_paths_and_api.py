@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from proc_helpers import CHILD_ENV, run_python
 
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train as a3c_train
@@ -26,23 +27,6 @@ from hogwild.run import RunLoop
 from hogwild.rundir import RunDir
 
 REPO = Path(__file__).resolve().parents[1]
-# Children import the checkout's packages, whichever folder they run in.
-CHILD_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-}
-
-
-def run(args: list[str], cwd: Path | None = None, timeout: float = 120, **env: str):
-    """A real child process, as a user would start it."""
-    return subprocess.run(
-        [sys.executable, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd or REPO,
-        env={**CHILD_ENV, **env},
-    )
 
 
 def one_error_line(proc: subprocess.CompletedProcess, prog: str) -> str:
@@ -77,7 +61,7 @@ def contents(folder: Path) -> set[str]:
 def test_a3c_unusable_logdir_is_one_line_and_leaves_nothing(place, tmp_path):
     logdir = UNUSABLE[place](tmp_path)
     before = contents(tmp_path)
-    proc = run(["-m", "a3c.train", "--env", "Acrobot-v1", "--logdir", str(logdir)])
+    proc = run_python(["-m", "a3c.train", "--env", "Acrobot-v1", "--logdir", str(logdir)])
     line = one_error_line(proc, "a3c.train")
     assert "cannot create the run folder" in line and str(logdir) in line
     assert contents(tmp_path) == before
@@ -94,7 +78,7 @@ def test_mnist_unusable_places_are_one_line_and_leave_nothing(flag, place, tmp_p
     args[flag] = str(bad / "ck.pt" if flag == "--checkpoint" else bad)
     before = contents(tmp_path)
     flat = [x for kv in args.items() for x in kv]
-    proc = run(["-m", "hogwild.mnist", *flat, "--workers", "1"], timeout=60)
+    proc = run_python(["-m", "hogwild.mnist", *flat, "--workers", "1"], timeout=60)
     line = one_error_line(proc, "hogwild-mnist")
     assert str(bad) in line
     # Paths are checked first: no download was tried, no run folder left half-made.
@@ -104,7 +88,7 @@ def test_mnist_unusable_places_are_one_line_and_leave_nothing(flag, place, tmp_p
 
 def test_mnist_existing_but_unwritable_data_dir_is_refused_before_any_download(tmp_path):
     # /proc exists but takes no new files, even from root (chmod does not stop root).
-    proc = run(["-m", "hogwild.mnist", "--data-dir", "/proc", "--logdir", str(tmp_path)])
+    proc = run_python(["-m", "hogwild.mnist", "--data-dir", "/proc", "--logdir", str(tmp_path)])
     line = one_error_line(proc, "hogwild-mnist")
     assert "cannot write in the MNIST data folder /proc" in line
     assert "--data-dir" in line  # says what to do about it
@@ -134,7 +118,7 @@ def test_mnist_download_into_a_folder_that_vanishes_is_one_line(tmp_path):
 
 def test_ddp_mode_checks_the_checkpoint_path_before_starting_ranks(tmp_path):
     bad = under_a_file(tmp_path) / "ck.pt"
-    proc = run(
+    proc = run_python(
         ["-m", "hogwild.mnist", "--mode", "ddp", "--checkpoint", str(bad)]
         + ["--logdir", str(tmp_path / "runs"), "--data-dir", str(tmp_path / "none")],
         timeout=60,
@@ -320,7 +304,7 @@ def test_import_a3c_is_light_and_the_api_has_its_own_module():
             "print('ok')",
         ]
     )
-    proc = run(["-c", code], timeout=60)
+    proc = run_python(["-c", code], timeout=60)
     assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
 
 

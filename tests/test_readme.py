@@ -10,23 +10,19 @@ know how to shrink fails the test: add a rule for it here when the README gains 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from proc_helpers import run_python
 
 from hogwild.checkpoint import load_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
 README = (REPO / "README.md").read_text()
-CHILD_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-}
+#: Seconds a shrunk command may take (the limit every command here had before).
+TIMEOUT = 180
 #: Lines run elsewhere: the install-and-test command is CI itself; the rest are not ours.
 NOT_HERE = ("pip ", "tensorboard ", "ruff ", "torchrun ", "python -m pytest")
 SMALL = ["--total-steps", "3000", "--eval-interval", "0", "--time-limit", "60"]
@@ -48,17 +44,6 @@ def python_blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README, re.S)
 
 
-def run(argv: list[str], cwd: Path, timeout: float = 180, **env: str):
-    return subprocess.run(
-        [sys.executable, *argv],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd,
-        env={**CHILD_ENV, **env},
-    )
-
-
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory) -> tuple[Path, str]:
     """A folder holding ``runs/<run>`` (with ``best.pt``) and ``my.toml``; the run's name."""
@@ -66,11 +51,11 @@ def workspace(tmp_path_factory) -> tuple[Path, str]:
     (cwd / "my.toml").write_text('env = "Acrobot-v1"\nhidden = [32, 32]\n')
     (cwd / "best.toml").write_text('env = "CartPole-v1"\n')  # a3c.tune's, where it runs
     # Stops at its first evaluation (any CartPole return is >= 0), so best.pt exists.
-    proc = run(
+    proc = run_python(
         ["-m", "a3c.train", "--workers", "1", "--eval-interval", "0.2", "--eval-episodes", "1",
          "--eval-device", "cpu", "--target-metric", "eval", "--target-return", "0",
          "--time-limit", "60"],
-        cwd,
+        cwd, TIMEOUT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     (run_dir,) = (cwd / "runs").iterdir()
@@ -117,7 +102,7 @@ def shrunk(command: str, cwd: Path, run_name: str, request) -> tuple[list[str], 
 def test_readme_command_runs(command, workspace, request):
     cwd, run_name = workspace
     argv, env = shrunk(command, cwd, run_name, request)
-    proc = run(argv, cwd, **env)
+    proc = run_python(argv, cwd, TIMEOUT, **env)
     assert proc.returncode == 0, f"{command}\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
     if "a3c.evaluate" in argv:
         assert "greedy return" in proc.stdout, proc.stdout
@@ -158,7 +143,7 @@ def test_readme_a3c_example_runs_as_a_script(start_method, tmp_path):
         f'total_steps=20_000, eval_interval=0, start_method="{start_method}"',
         tmp_path,
     )
-    proc = run([str(path)], tmp_path)
+    proc = run_python([str(path)], tmp_path, TIMEOUT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     result = re.search(
         r"^exit 0: (\d+) env steps in ([\d.]+) s, mean return (\S+), solved at (.+)$",
@@ -188,7 +173,7 @@ def test_readme_policy_example_runs(workspace):
     cwd, run_name = workspace
     code = example("from a3c.api import Policy").replace("runs/<run>", f"runs/{run_name}")
     (cwd / "use_policy.py").write_text(code)
-    proc = run(["use_policy.py"], cwd)
+    proc = run_python(["use_policy.py"], cwd, TIMEOUT)
     assert proc.returncode == 0, proc.stderr
     assert (cwd / "policy.pt").stat().st_size > 0
 
@@ -200,7 +185,7 @@ def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):
         "max_batches_per_epoch=40, download=False",
         tmp_path,
     )
-    proc = run([str(path)], tmp_path, timeout=120, HOGWILD_DATA=str(mnist_dir))
+    proc = run_python([str(path)], tmp_path, timeout=120, HOGWILD_DATA=str(mnist_dir))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = re.search(r"^exit 0: accuracy ([\d.]+)%, (.+)$", proc.stdout, re.M)
     assert found is not None, proc.stdout

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from proc_helpers import run_python
 
 pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (pip install -e ".[tune]")')
 
@@ -21,22 +20,9 @@ from a3c.run import presets  # noqa: E402
 from a3c.run.config import A3CConfig  # noqa: E402
 from a3c.tune import CurveScore, main, space  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-CHILD_ENV = {
-    **os.environ,
-    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-}
-
 
 def tune(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "a3c.tune", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        env=CHILD_ENV,
-    )
+    return run_python(["-m", "a3c.tune", *argv], cwd, timeout=300)
 
 
 def test_a_search_writes_settings_that_a_run_takes(tmp_path):
@@ -55,10 +41,10 @@ def test_a_search_writes_settings_that_a_run_takes(tmp_path):
     runs = sorted((tmp_path / "study" / "trials").iterdir())
     assert len(runs) == 3 and all((r / "checkpoint.pt").exists() for r in runs)
     # The file is what a3c.train --config takes.
-    train = subprocess.run(
-        [sys.executable, "-m", "a3c.train", "--config", "best.toml", "--total-steps", "2000",
+    train = run_python(
+        ["-m", "a3c.train", "--config", "best.toml", "--total-steps", "2000",
          "--eval-interval", "0", "--workers", "1"],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=CHILD_ENV,
+        tmp_path, timeout=120,
     )  # fmt: skip
     assert train.returncode == 0, train.stderr
 

@@ -32,7 +32,7 @@ import sys
 import time
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from a3c.envs.make import env_spaces
 from a3c.policy import ModelSpec
@@ -141,6 +141,13 @@ def _label(value: Any) -> Any:
     return ",".join(map(str, value)) if isinstance(value, tuple) else value
 
 
+class CurvePoint(NamedTuple):
+    """One logged point of a run's learning curve."""
+
+    seconds: float  # into the run
+    mean: float  # the 100-episode mean return then
+
+
 class CurveScore:
     """A run callback: the time-average of the 100-episode mean, reported to the trial,
     which stops the run (returns False) when the pruner says its curve lags."""
@@ -149,7 +156,7 @@ class CurveScore:
         self.trial = trial
         self.area = 0.0
         self.seconds = 0.0
-        self.last: tuple[float, float] | None = None  # (seconds, mean) of the last log
+        self.last: CurvePoint | None = None  # the curve's last logged point
         self.reported = 0  # the last step (whole second) reported: Optuna takes one each
         self.pruned = False
 
@@ -161,7 +168,7 @@ class CurveScore:
             then, before = self.last
             self.area += (now - then) * (before + mean) / 2
             self.seconds += now - then
-        self.last = (now, mean)
+        self.last = CurvePoint(now, mean)
         step = int(now)
         if self.seconds > 0 and step > self.reported:
             self.reported = step
@@ -175,7 +182,7 @@ class CurveScore:
     def value(self) -> float:
         if self.seconds > 0:
             return self.area / self.seconds
-        return self.last[1] if self.last else -math.inf
+        return self.last.mean if self.last else -math.inf
 
 
 def objective(args: argparse.Namespace, trial: Any) -> float:
@@ -214,7 +221,7 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
     if result.exit_code != 0:
         raise optuna.TrialPruned(f"the run failed (exit code {result.exit_code})")
     if score.pruned:
-        raise optuna.TrialPruned(f"lagged at {score.last[0]:.0f} s")
+        raise optuna.TrialPruned(f"lagged at {score.last.seconds:.0f} s")
     return score.value
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.multiprocessing as mp
@@ -31,6 +31,22 @@ ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
 #: What was offered: ``params`` (and ``buffers``) exactly as sent, the ``step`` it was
 #: offered at and, under ``kept``, whatever the caller asked to keep with it.
 Snapshot = dict[str, Any]
+
+
+# The two messages the evaluator sends back on its results queue (defined at module level,
+# so that they pickle by name).
+class Started(NamedTuple):
+    """The evaluator's first message (again after each restart): the device it really uses."""
+
+    device: str
+
+
+class Scored(NamedTuple):
+    """One snapshot's score: ``seq`` names the offer it scored, ``step`` its training step."""
+
+    seq: int
+    step: int
+    metrics: dict[str, float]
 
 
 #: ``auto`` picks CUDA only for models at least this large: scoring runs batch-1 forwards,
@@ -65,7 +81,7 @@ def _evaluate_forever(
     model = build().to(dev).eval()
     flat = flatten_parameters(model)
     buffers = flatten_buffers(model)
-    results.put(("started", str(dev)))
+    results.put(Started(str(dev)))
     while not ctx.should_stop():
         slot = pool.receive(timeout=0.2)
         if slot is None:
@@ -78,7 +94,7 @@ def _evaluate_forever(
         pool.release(slot)
         with torch.no_grad():
             metrics = score(model, dev, step)
-        results.put(("scored", seq, step, metrics))
+        results.put(Scored(seq, step, metrics))
 
 
 class Evaluator:
@@ -205,13 +221,12 @@ class Evaluator:
     def _read(self, results: Any) -> list[tuple[int, dict[str, float], Snapshot | None]]:
         out = []
         while not results.empty():
-            msg = results.get()
-            if msg[0] == "started":
-                self.device_used = msg[1]
-                log.info("evaluator running on %s", msg[1])
+            msg: Started | Scored = results.get()
+            if isinstance(msg, Started):
+                self.device_used = msg.device
+                log.info("evaluator running on %s", msg.device)
             else:
-                _, seq, step, metrics = msg
-                out.append((step, metrics, self.snapshots.pop(seq, None)))
+                out.append((msg.step, msg.metrics, self.snapshots.pop(msg.seq, None)))
         return out
 
     def request_stop(self) -> None:

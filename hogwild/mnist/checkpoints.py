@@ -14,6 +14,7 @@ from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.files import check_file_writable, check_writable
 from hogwild.mnist.config import PROG, MnistConfig
+from hogwild.mnist.report import EpochScore
 from hogwild.rundir import config_dict
 
 CHECKPOINT_FORMAT = "hogwild-mnist"
@@ -70,7 +71,7 @@ def run_checkpoint(
     epoch: int,
     samples: int,
     elapsed: float,
-    final: tuple[float, float] | None,
+    final: EpochScore | None,
     milestones: dict[float, tuple[float, int]],
 ) -> dict[str, Any]:
     """Both modes write this layout (``optimizers``: hogwild mode's one state per worker, or
@@ -84,8 +85,8 @@ def run_checkpoint(
         "epoch": epoch,
         "samples": samples,
         "elapsed": elapsed,
-        "test_loss": None if final is None else final[0],
-        "test_accuracy": None if final is None else final[1],
+        "test_loss": None if final is None else final.loss,
+        "test_accuracy": None if final is None else final.accuracy,
         "milestones": {str(k): list(v) for k, v in milestones.items()},
     }
 

@@ -29,6 +29,7 @@ from hogwild.mnist.config import MnistConfig, epoch_lr
 from hogwild.mnist.data import MnistData
 from hogwild.mnist.model import build_model, channels_last
 from hogwild.mnist.report import (
+    EpochScore,
     MnistResult,
     final_metrics,
     milestone_lines,
@@ -93,6 +94,12 @@ def rank_main(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+#: The slots of each rank's training window, summed over the ranks every --log-interval
+#: batches: the summed train loss, the correct predictions, the samples trained and the
+#: ranks asking to stop (each rank's own vote is 0 or 1).
+LOSS_SUM, CORRECT, SEEN, STOP_VOTES = WINDOW_SLOTS = range(4)
 
 
 class _Rank:
@@ -200,8 +207,8 @@ class _Rank:
             checkpoint=self.checkpoint_path,
             epochs_done=epoch,
             samples=self.samples,
-            test_accuracy=None if final is None else final[1],
-            test_loss=None if final is None else final[0],
+            test_accuracy=None if final is None else final.accuracy,
+            test_loss=None if final is None else final.loss,
             elapsed=time.monotonic() - self._t0,
             milestones=dict(self.milestones),
             history=self.history,
@@ -219,8 +226,8 @@ class _Rank:
         if cfg.max_batches_per_epoch is not None:
             batches = batches[: cfg.max_batches_per_epoch]
         images, labels = self.data.train_images, self.data.train_labels
-        # loss sum, correct, samples, stop votes: all-reduced every --log-interval batches
-        window = torch.zeros(4, dtype=torch.float64, device=device)
+        # All-reduced every --log-interval batches; its slots are named above the class.
+        window = torch.zeros(len(WINDOW_SLOTS), dtype=torch.float64, device=device)
         epoch_samples = 0
         self.model.train()
         start = time.monotonic()
@@ -233,13 +240,13 @@ class _Rank:
             loss.backward()  # DDP all-reduces the gradients here: every rank waits
             self.optimizer.step()
             with torch.no_grad():
-                window[0] += loss.detach() * y.shape[0]
-                window[1] += (out.argmax(1) == y).sum()
-                window[2] += y.shape[0]
+                window[LOSS_SUM] += loss.detach() * y.shape[0]
+                window[CORRECT] += (out.argmax(1) == y).sum()
+                window[SEEN] += y.shape[0]
             if i % cfg.log_interval == 0 or i == len(batches):
-                window[3] = float(self.stop.is_set())
+                window[STOP_VOTES] = float(self.stop.is_set())
                 dist.all_reduce(window)
-                loss_sum, correct, n, stop = window.tolist()
+                loss_sum, correct, n, stop = window.tolist()  # in slot order
                 window.zero_()
                 self.samples += int(n)
                 epoch_samples += int(n)
@@ -261,10 +268,10 @@ class _Rank:
         rate = samples / max(now - start, 1e-9)
         self.messages.put(("progress", progress_line(epoch, self.cfg.epochs, samples, loss, rate)))
 
-    def _agree_to_stop(self, final: tuple[float, float] | None) -> bool:
+    def _agree_to_stop(self, final: EpochScore | None) -> bool:
         """Between epochs: rank 0's verdict (target accuracy reached, or a stop request)."""
         target = self.cfg.target_accuracy
-        reached = final is not None and target is not None and final[1] >= target
+        reached = final is not None and target is not None and final.accuracy >= target
         verdict = torch.tensor(
             [2.0 if reached else 1.0 if self.stop.is_set() else 0.0], device=self.device
         )
@@ -273,7 +280,7 @@ class _Rank:
             self._print(f"reached --target-accuracy {target}%: stopping")
         return verdict.item() > 0
 
-    def _end_epoch(self, epoch: int, train_time: float, epoch_samples: int) -> tuple[float, float]:
+    def _end_epoch(self, epoch: int, train_time: float, epoch_samples: int) -> EpochScore:
         """Rank 0: score the test set, log, checkpoint (the others wait at the next collective)."""
         cfg = self.cfg
         assert self.rundir is not None
@@ -296,7 +303,7 @@ class _Rank:
         self._save_checkpoint(epoch, final)
         return final
 
-    def _save_checkpoint(self, epoch: int, final: tuple[float, float] | None) -> Path:
+    def _save_checkpoint(self, epoch: int, final: EpochScore | None) -> Path:
         """The one torch.optim state is identical on every rank: rank 0's is saved."""
         return save_run_checkpoint(
             self.checkpoint_path,

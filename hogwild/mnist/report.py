@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -15,6 +16,14 @@ from hogwild.mnist.model import evaluate
 from hogwild.rundir import RunDir
 
 MILESTONES = (98.0, 99.0)  # test accuracies (%) whose first arrival time is reported
+
+
+class EpochScore(NamedTuple):
+    """The test set's score after an epoch, read by name in both modes (not ``Test...``:
+    pytest would take a class so named, imported into a test file, for a test)."""
+
+    loss: float  # mean NLL
+    accuracy: float  # percent
 
 
 @dataclass
@@ -67,10 +76,10 @@ def test_and_log(
     t0: float,
     samples: int,
     milestones: dict[float, tuple[float, int]],
-) -> tuple[tuple[float, float], str, dict[str, float]]:
+) -> tuple[EpochScore, str, dict[str, float]]:
     """Score the test set after ``epoch``; note milestones and write TensorBoard.
 
-    Returns (test loss, accuracy %), the console line and the :attr:`MnistResult.history`
+    Returns the test score, the console line and the :attr:`MnistResult.history`
     entry, so that both modes test, log and remember an epoch alike.
     """
     t = time.monotonic()
@@ -106,7 +115,7 @@ def test_and_log(
         "elapsed": elapsed,
         "samples": samples,
     }
-    return (loss, acc), line, record
+    return EpochScore(loss, acc), line, record
 
 
 def record_milestones(
@@ -129,10 +138,10 @@ def milestone_lines(milestones: dict[float, tuple[float, int]]) -> list[str]:
 
 
 def final_metrics(
-    final: tuple[float, float] | None, milestones: dict[float, tuple[float, int]]
+    final: EpochScore | None, milestones: dict[float, tuple[float, int]]
 ) -> dict[str, float]:
     """The run's summary for TensorBoard's hparams: last test score, times to milestones."""
-    metrics = {} if final is None else {"test_loss": final[0], "test_accuracy": final[1]}
+    metrics = {} if final is None else {"test_loss": final.loss, "test_accuracy": final.accuracy}
     for acc, (t, _) in milestones.items():
         metrics[f"time_to_{acc:g}_s"] = t
     return metrics

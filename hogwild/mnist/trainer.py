@@ -34,6 +34,7 @@ from hogwild.mnist.live_eval import LiveEvaluation
 from hogwild.mnist.model import build_model
 from hogwild.mnist.multinode import agree_on_start, check_identical
 from hogwild.mnist.report import (
+    EpochScore,
     MnistResult,
     final_metrics,
     milestone_lines,
@@ -79,7 +80,7 @@ class MnistRun:
         self._epoch, self._start = 0, 0.0
         self._loss_window: list[tuple[float, int]] = []
         self._t0 = 0.0
-        self.final: tuple[float, float] | None = None
+        self.final: EpochScore | None = None
 
         # Under torchrun: this process is one node; rank 0 alone tests, logs, checkpoints.
         self.loop = RunLoop(
@@ -262,14 +263,14 @@ class MnistRun:
         (all_nodes_samples,) = totals.tolist()  # the one counter of round_counters()
         self.count.end_round(int(all_nodes_samples))
 
-    def _target_reached(self, epoch: int, final: tuple[float, float] | None) -> bool:
+    def _target_reached(self, epoch: int, final: EpochScore | None) -> bool:
         """Stop for ``--target-accuracy``? Only rank 0 tests, so across nodes its verdict
         goes to all in a blocking round (in which the others wait while rank 0 tests)."""
         cfg = self.cfg
         reached = (
             final is not None
             and cfg.target_accuracy is not None
-            and final[1] >= cfg.target_accuracy
+            and final.accuracy >= cfg.target_accuracy
         )
         if self.loop.sync is not None and epoch < cfg.epochs and not self.loop.stopping:
             reached = self.loop.vote(reached)
@@ -280,7 +281,7 @@ class MnistRun:
                 self._print(f"node 0 reached --target-accuracy {cfg.target_accuracy}%: stopping")
         return reached
 
-    def _end_epoch(self, epoch: int, train_time: float) -> tuple[float, float] | None:
+    def _end_epoch(self, epoch: int, train_time: float) -> EpochScore | None:
         """Test, log and checkpoint (rank 0 alone; other nodes return None)."""
         cfg = self.cfg
         if not self.is_main:
@@ -327,7 +328,7 @@ class MnistRun:
         result.elapsed = time.monotonic() - self._t0
         result.milestones = dict(self.milestones)
         if self.final is not None:
-            result.test_loss, result.test_accuracy = self.final
+            result.test_loss, result.test_accuracy = self.final.loss, self.final.accuracy
         return final_metrics(self.final, self.milestones)
 
     # -- telemetry -----------------------------------------------------------------------

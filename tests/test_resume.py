@@ -338,8 +338,9 @@ def test_a_resume_with_a_higher_target_stops_at_the_new_one():
 
 
 def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_path):
-    """A linear rate stopped halfway (2k of 4k steps) and resumed to 8k steps goes on from
-    half the rate to 0 at 8k, instead of jumping up to 1 - 2k/8k of it."""
+    """A linear rate stopped early (at ~2k of 40k steps) and resumed with a budget 4k steps
+    on goes on from where the decay was to 0 there, instead of jumping up to
+    1 - 2k/(2k + 4k) of the rate."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from a3c.run.config import decay_done
@@ -347,30 +348,41 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     assert decay_done(2_000, 4_000) == 0.5
     assert decay_done(5_000, 8_000, 2_000, 0.5) == 0.75
     assert decay_done(9_000, 8_000, 2_000, 0.5) == decay_done(1, 1, 2, 0.0) == 1.0
-    lr = 1e-3
+    lr, first_budget = 1e-3, 40_000
     first = train(
-        cartpole(tmp_path, total_steps=4_000, lr=lr, lr_schedule="linear", eval_interval=0.0),
-        callbacks=[lambda e: e.env_steps < 2_000],
-    )
-    steps = load_checkpoint(first.run_dir / "checkpoint.pt")["env_steps"]
-    assert 2_000 <= steps < 4_000
-    done = steps / 4_000
-    r = train(
         cartpole(
             tmp_path,
-            total_steps=8_000,
+            total_steps=first_budget,
             lr=lr,
             lr_schedule="linear",
             eval_interval=0.0,
-            log_interval=0.1,
+            log_interval=0.05,
+        ),
+        callbacks=[lambda e: e.env_steps < 2_000],
+    )
+    steps = load_checkpoint(first.run_dir / "checkpoint.pt")["env_steps"]
+    assert 2_000 <= steps < first_budget
+    done = steps / first_budget
+    r = train(
+        cartpole(
+            tmp_path,
+            total_steps=steps + 4_000,
+            lr=lr,
+            lr_schedule="linear",
+            eval_interval=0.0,
+            log_interval=0.05,
             resume=str(first.run_dir / "checkpoint.pt"),
         )
     )
-    assert r.exit_code == 0 and r.env_steps >= 8_000
+    assert r.exit_code == 0 and r.env_steps >= steps + 4_000
     config = json.loads((r.run_dir / "config.json").read_text())
     assert (config["decay_start_steps"], config["decay_start_done"]) == (steps, done)
     acc = EventAccumulator(str(r.run_dir), size_guidance={"scalars": 0}).Reload()
     rates = [p for p in acc.Scalars("charts/learning_rate") if p.step > steps]
     assert rates and max(p.value for p in rates) <= lr * (1 - done) + 1e-9
-    for p in rates:  # each point averages the window's rates: at most the one at its start
-        assert p.value <= lr * (1 - decay_done(p.step - 400, 8_000, steps, done)) + 1e-6
+    window = 1_000  # a point averages the rates of its window's steps, before its own
+    for p in rates:
+        later, earlier = (
+            decay_done(s, steps + 4_000, steps, done) for s in (p.step, p.step - window)
+        )
+        assert lr * (1 - later) - 1e-6 <= p.value <= lr * (1 - earlier) + 1e-6, p

@@ -38,10 +38,11 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     # side by side (docs/benchmarks.md).
     chosen = {env: resolve_preset(env)[1].get("algo", "a3c") for env in presets}
     assert chosen["Pendulum-v1"] == chosen["LunarLander-v3"] == "appo"
-    assert chosen["mujoco"] == chosen["PongNoFrameskip-v4"] == "appo"
+    assert chosen["mujoco"] == chosen["atari"] == "appo"
     assert chosen["CartPole-v1"] == "a3c"
-    # Pong: APPO's measured settings over the game's, the family's under; --algo a3c gets
-    # A3C's own (its longer decay) instead.
+    # Pong: no table of its own; the family's APPO settings, measured on it; --algo a3c
+    # gets A3C's own (its longer decay) instead.
+    assert "PongNoFrameskip-v4" not in presets
     _, pong = resolve_preset("PongNoFrameskip-v4")
     assert pong["lr"] == 1.25e-3 and pong["total_steps"] == 3_000_000 and pong["conv"] == "a3c"
     assert pong["lr_warmup_steps"] == 100_000

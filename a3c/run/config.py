@@ -2,8 +2,8 @@
 
 Flags (``a3c.train --help``), preset and config-file keys, range checks and the
 ``config.json`` record all come from these fields (see :mod:`hogwild.config`).
-Defaults were chosen by measurement across the whole suite (README, "How the defaults
-were chosen"); per-environment presets (``a3c/run/presets.toml``) tune on top of them.
+Defaults were chosen by measurement across the whole suite (docs/tuning.md, "The
+defaults"); per-environment presets (``a3c/run/presets.toml``) tune on top of them.
 """
 
 from __future__ import annotations

@@ -27,7 +27,24 @@ class MnistConfig(EngineConfig):
     max_restarts: int = redefault(EngineConfig, "max_restarts", 10)
     eval_interval: float = redefault(EngineConfig, "eval_interval", 0.0)
 
-    batch_size: int = setting(64, "samples per worker step", group=TRAIN, min=1)
+    batch_size: int = setting(
+        64, "samples per micro-batch (a step takes --grad-accum of them)", group=TRAIN, min=1
+    )
+    grad_accum: int = setting(
+        1,
+        "micro-batches per optimizer step, each one's loss divided by N: the gradient of one "
+        "batch of N x --batch-size; in ddp mode one all-reduce per step",
+        group=TRAIN,
+        min=1,
+        metavar="N",
+    )
+    amp: str = setting(
+        "off",
+        "run the forward pass and loss under autocast: bf16 (CPU or CUDA) or fp16 (CUDA, "
+        "with a GradScaler); parameters, optimizer state and steps stay fp32",
+        group=TRAIN,
+        choices=("off", "bf16", "fp16"),
+    )
     test_batch_size: int = setting(1000, "batch size when scoring the test set", group=TRAIN, min=1)
     epochs: int = setting(
         4, "total epochs, counting those of a resumed checkpoint", group=TRAIN, min=1
@@ -55,7 +72,7 @@ class MnistConfig(EngineConfig):
         None, "train on the first N images only (for quick tests)", group=TRAIN, min=1
     )
     max_batches_per_epoch: int | None = setting(
-        None, "stop each worker's epoch after N batches (for quick tests)", group=TRAIN, min=1
+        None, "stop each worker's epoch after N micro-batches (for quick tests)", group=TRAIN, min=1
     )
     target_accuracy: float | None = setting(
         None,
@@ -92,7 +109,7 @@ class MnistConfig(EngineConfig):
         metavar="PATH",
     )
     log_interval: int = setting(
-        10, "batches between a worker's telemetry messages", group=EVAL, min=1, metavar="N"
+        10, "optimizer steps between a worker's telemetry messages", group=EVAL, min=1, metavar="N"
     )
 
     def __post_init__(self) -> None:

@@ -40,9 +40,10 @@ from hogwild.errors import UsageError
 from hogwild.mnist.checkpoints import check_output_paths, load_resume
 from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.mnist.data import load_data
-from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main
+from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main, use_cuda
 from hogwild.mnist.model import build_model
 from hogwild.mnist.report import MnistResult
+from hogwild.mnist.steps import check_amp
 from hogwild.procs import StopFlag
 from hogwild.shutdown import GracefulShutdown
 
@@ -60,6 +61,11 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> MnistResult:
         raise UsageError(
             "--eval-interval is for --mode hogwild (in ddp mode rank 0 tests after each epoch)"
         )
+    check_amp(
+        cfg.amp,
+        "cuda" if use_cuda(cfg.workers) else "cpu",
+        why_cpu="ddp mode trains on the CPU without a GPU for every rank",
+    )
     check_output_paths(cfg)  # rank 0 writes them: fail here, in one line, before it starts
     state = _resume_state(cfg) if cfg.resume else None
     if state is not None and state["epoch"] >= cfg.epochs:

@@ -20,7 +20,6 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DistributedSampler
 
@@ -35,7 +34,9 @@ from hogwild.mnist.report import (
     milestone_lines,
     progress_line,
     test_and_log,
+    training_text,
 )
+from hogwild.mnist.steps import Precision, StepStats, backward_micro_batches, group_steps
 from hogwild.procs import StopFlag, die_with_parent
 from hogwild.rundir import RunDir
 
@@ -45,6 +46,20 @@ def make_torch_optimizer(cfg: MnistConfig, params: Iterable[torch.nn.Parameter])
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr)
     return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)
+
+
+def ddp_step(
+    model: DistributedDataParallel,
+    optimizer: torch.optim.Optimizer,
+    micro: list[tuple[torch.Tensor, torch.Tensor]],
+    precision: Precision,
+) -> StepStats:
+    """One synchronous step: all but the last micro-batch under ``no_sync``, so the ranks
+    all-reduce their gradients once per step, however many micro-batches it has."""
+    optimizer.zero_grad(set_to_none=True)
+    stats = backward_micro_batches(model, micro, precision, no_sync=model.no_sync)
+    precision.step(optimizer)
+    return stats
 
 
 def use_cuda(world: int) -> bool:
@@ -131,6 +146,7 @@ class _Rank:
             model, device_ids=[device.index] if device.type == "cuda" else None
         )
         self.optimizer = make_torch_optimizer(cfg, self.model.parameters())
+        self.precision = Precision(cfg.amp, device.type)
         if state is not None:
             self.optimizer.load_state_dict(state["optimizer"])
         self.sampler = DistributedSampler(
@@ -163,7 +179,7 @@ class _Rank:
         cfg = self.cfg
         self._print(
             f"training {cfg.model} ({sum(p.numel() for p in self.model.parameters()):,} "
-            f"parameters) with {cfg.workers} DDP rank(s) ({self.backend}), {cfg.optimizer}, "
+            f"parameters) with {cfg.workers} DDP rank(s) ({self.backend}), {training_text(cfg)}, "
             f"on {self.data.train_images.shape[0]} images; run folder "
             f"{self.rundir.path if self.rundir else '-'}"
         )
@@ -225,25 +241,24 @@ class _Rank:
         batches = list(torch.split(order, cfg.batch_size))
         if cfg.max_batches_per_epoch is not None:
             batches = batches[: cfg.max_batches_per_epoch]
+        steps = group_steps(batches, cfg.grad_accum)
         images, labels = self.data.train_images, self.data.train_labels
-        # All-reduced every --log-interval batches; its slots are named above the class.
+        # All-reduced every --log-interval steps; its slots are named above the class.
         window = torch.zeros(len(WINDOW_SLOTS), dtype=torch.float64, device=device)
         epoch_samples = 0
         self.model.train()
         start = time.monotonic()
-        for i, idx in enumerate(batches, 1):
-            x = images.index_select(0, idx).to(device, non_blocking=True)
-            y = labels.index_select(0, idx).to(device, non_blocking=True)
-            self.optimizer.zero_grad(set_to_none=True)
-            out = self.model(channels_last(x) if self.nhwc else x)
-            loss = F.nll_loss(out, y)
-            loss.backward()  # DDP all-reduces the gradients here: every rank waits
-            self.optimizer.step()
-            with torch.no_grad():
-                window[LOSS_SUM] += loss.detach() * y.shape[0]
-                window[CORRECT] += (out.argmax(1) == y).sum()
-                window[SEEN] += y.shape[0]
-            if i % cfg.log_interval == 0 or i == len(batches):
+        for i, group in enumerate(steps, 1):
+            micro = []
+            for idx in group:
+                x = images.index_select(0, idx).to(device, non_blocking=True)
+                y = labels.index_select(0, idx).to(device, non_blocking=True)
+                micro.append((channels_last(x) if self.nhwc else x, y))
+            stats = ddp_step(self.model, self.optimizer, micro, self.precision)
+            window[LOSS_SUM] += stats.loss_sum
+            window[CORRECT] += stats.correct
+            window[SEEN] += stats.samples
+            if i % cfg.log_interval == 0 or i == len(steps):
                 window[STOP_VOTES] = float(self.stop.is_set())
                 dist.all_reduce(window)
                 loss_sum, correct, n, stop = window.tolist()  # in slot order

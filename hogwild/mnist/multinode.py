@@ -25,8 +25,9 @@ log = logging.getLogger(__name__)
 # Flags that must be the same on every node of a torchrun job: they decide the shards, the
 # schedule and what is trained.
 SAME_ON_EVERY_NODE = (
-    "mode", "model", "optimizer", "batch_size", "epochs", "lr", "momentum", "lr_decay",
-    "seed", "workers", "train_subset", "max_batches_per_epoch", "target_accuracy",
+    "mode", "model", "optimizer", "batch_size", "grad_accum", "amp", "epochs", "lr",
+    "momentum", "lr_decay", "seed", "workers", "train_subset", "max_batches_per_epoch",
+    "target_accuracy",
 )  # fmt: skip
 
 

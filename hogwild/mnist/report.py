@@ -47,6 +47,16 @@ def rate_text(rate: float) -> str:
     return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"
 
 
+def training_text(cfg: MnistConfig) -> str:
+    """The optimizer, then the precision and micro-batches where not the defaults (banners)."""
+    parts = [cfg.optimizer]
+    if cfg.amp != "off":
+        parts.append(f"{cfg.amp} autocast")
+    if cfg.grad_accum > 1:
+        parts.append(f"{cfg.grad_accum} micro-batches of {cfg.batch_size} per step")
+    return ", ".join(parts)
+
+
 def progress_line(
     epoch: int, epochs: int, samples: int, loss: float, rate: float, per_epoch: int | None = None
 ) -> Status:

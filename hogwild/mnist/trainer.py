@@ -41,7 +41,9 @@ from hogwild.mnist.report import (
     progress_line,
     rate_text,
     test_and_log,
+    training_text,
 )
+from hogwild.mnist.steps import check_amp
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
 from hogwild.procs import FailurePolicy, WorkerGroup
 from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
@@ -113,6 +115,7 @@ class MnistRun:
         cfg = self.cfg
         if cfg.start_method not in mp.get_all_start_methods():
             raise UsageError(f"start method {cfg.start_method!r} is not available here")
+        check_amp(cfg.amp, "cpu", why_cpu="hogwild mode's workers train on the CPU")
         if cfg.eval_interval > 0:
             resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
         check_output_paths(cfg)  # fail now, not after the data is read
@@ -177,7 +180,7 @@ class MnistRun:
         on = f" on each of {self.nodes} nodes (torchrun)" if self.nodes > 1 else ""
         return (
             f"training {cfg.model} ({self.flat.numel():,} parameters) with {cfg.workers} "
-            f"Hogwild! worker(s){on}, {cfg.optimizer}, on {n} images; "
+            f"Hogwild! worker(s){on}, {training_text(cfg)}, on {n} images; "
             f"run folder {self.rundir.path}"
         )
 
@@ -217,6 +220,8 @@ class MnistRun:
             num_workers=cfg.workers,
             batch_size=cfg.batch_size,
             lr=epoch_lr(cfg, epoch),
+            grad_accum=cfg.grad_accum,
+            amp=cfg.amp,
             log_interval=cfg.log_interval,
             max_batches=cfg.max_batches_per_epoch,
             nhwc=cfg.channels_last,

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from hogwild.flat import attach_flat_grad
 from hogwild.mnist.config import MnistConfig
 from hogwild.mnist.model import channels_last
+from hogwild.mnist.steps import Precision, StepStats, backward_micro_batches, group_steps
 from hogwild.optim import SharedAdam, SharedOptimizer, SharedSGD
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
@@ -30,8 +30,10 @@ class EpochPlan:
     epoch: int
     shuffle_seed: int  # the same for all workers: they must agree on the shards
     num_workers: int
-    batch_size: int
+    batch_size: int  # of a micro-batch
     lr: float
+    grad_accum: int = 1  # micro-batches per step
+    amp: str = "off"
     log_interval: int = 10
     max_batches: int | None = None
     nhwc: bool = True
@@ -65,7 +67,7 @@ def train_worker(
     labels: torch.Tensor,
     plan: EpochPlan,
 ) -> None:
-    """One worker's epoch: Hogwild! SGD over its shard, telemetry every ``log_interval`` batches.
+    """One worker's epoch: Hogwild! SGD over its shard, telemetry every ``log_interval`` steps.
 
     ``model``'s parameters are views of the shared flat tensor, which this worker's own
     optimizer updates in place; the gradient buffer is private to the process.
@@ -73,11 +75,13 @@ def train_worker(
     optimizer = optimizers[ctx.rank]
     grad = attach_flat_grad(model, optimizer.params)
     model.train()
+    precision = Precision(plan.amp, "cpu")
     producer = pool.producer(ctx.rank)
     order = shard_indices(images.shape[0], plan, ctx.rank, ctx.seed)
     batches = list(torch.split(order, plan.batch_size)) * plan.passes
     if plan.max_batches is not None:
         batches = batches[: plan.max_batches]
+    steps = group_steps(batches, plan.grad_accum)
     loss_sum = torch.zeros((), dtype=torch.float64)
     correct = torch.zeros((), dtype=torch.int64)
     pending = 0
@@ -98,24 +102,39 @@ def train_worker(
         correct.zero_()
         pending = 0
 
-    for i, idx in enumerate(batches, 1):
+    for i, group in enumerate(steps, 1):
         if ctx.should_stop():
             break
-        x = images.index_select(0, idx)
-        y = labels.index_select(0, idx)
-        grad.zero_()
-        out = model(channels_last(x) if plan.nhwc else x)
-        loss = F.nll_loss(out, y)
-        loss.backward()
-        optimizer.step(grad, 0, lr=plan.lr)
-        with torch.no_grad():
-            loss_sum.add_(loss.detach(), alpha=y.shape[0])
-            correct.add_((out.argmax(1) == y).sum())
-        pending += y.shape[0]
-        if i % plan.log_interval == 0 and i != len(batches):
+        micro = []
+        for idx in group:
+            x = images.index_select(0, idx)
+            micro.append((channels_last(x) if plan.nhwc else x, labels.index_select(0, idx)))
+        stats = hogwild_step(model, optimizer, grad, micro, precision, plan.lr)
+        loss_sum.add_(stats.loss_sum)
+        correct.add_(stats.correct)
+        pending += stats.samples
+        if i % plan.log_interval == 0 and i != len(steps):
             send()
     if pending and not ctx.should_stop():
         send()
+
+
+def hogwild_step(
+    model: nn.Module,
+    optimizer: SharedOptimizer,
+    grad: torch.Tensor,
+    micro: Sequence[tuple[torch.Tensor, torch.Tensor]],
+    precision: Precision,
+    lr: float,
+) -> StepStats:
+    """One lock-free step: the micro-batches' gradients add up in the worker's private
+    ``grad`` (the flat ``.grad`` of ``model``), then one update of the shared parameters."""
+    if precision.scaler is not None:
+        raise ValueError("a Hogwild! step has no GradScaler: fp16 is for ddp mode on CUDA")
+    grad.zero_()
+    stats = backward_micro_batches(model, micro, precision)
+    optimizer.step(grad, 0, lr=lr)
+    return stats
 
 
 def make_optimizer(cfg: MnistConfig, flat: torch.Tensor) -> SharedOptimizer:

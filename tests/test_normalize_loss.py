@@ -1,6 +1,6 @@
 """Running statistics, return scaling, the A3C loss, the model's nets and buffers, and the
-evaluator's snapshots: a3c.learning.normalize, a3c.learning.loss, a3c.policy, hogwild.flat,
-hogwild.evaluator."""
+evaluator's snapshots: a3c.learning.normalize, a3c.learning.loss, a3c.learning.returns,
+a3c.policy, hogwild.flat, hogwild.evaluator."""
 
 from __future__ import annotations
 
@@ -23,8 +23,10 @@ from torch import nn
 
 from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
-from a3c.learning.loss import LOSS_STATS, LossSettings, Rollout, a3c_loss, value_fit
+from a3c.learning.loss import LOSS_STATS, LossSettings, a3c_loss
 from a3c.learning.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
+from a3c.learning.returns import value_fit
+from a3c.learning.rollout import Rollout
 from a3c.policy import OBS_CLIP, ActorCritic, log_prob_entropy
 from hogwild.evaluator import Evaluator
 from hogwild.flat import flatten_buffers, flatten_parameters

@@ -15,8 +15,8 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 from a3c.envs import final_observations
 from a3c.envs.episodes import episode_scores
-from a3c.learning.loss import Rollout
 from a3c.learning.normalize import ReturnScaler
+from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
 __all__ = ["Collector"]

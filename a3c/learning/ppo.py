@@ -18,7 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.loss import Rollout, forward_with_targets, gae_targets, value_fit
+from a3c.learning.returns import forward_with_targets, gae_targets, value_fit
+from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Advantage and return targets for A3C: GAE(lambda), with n-step returns as lambda = 1.
+"""Advantage and return targets: GAE(lambda), with n-step returns as lambda = 1, and how
+well the values fit them.
 
 Rollouts are tensors shaped ``[T, N]`` (T steps of N environments, time first). The
 episode-boundary semantics follow Gymnasium's ``terminated``/``truncated`` split:
@@ -16,6 +17,8 @@ episode-boundary semantics follow Gymnasium's ``terminated``/``truncated`` split
 Callers express all three with ``next_values`` (what to bootstrap with after step t),
 ``terminated`` and ``dones``; :func:`next_state_values` builds ``next_values`` from the
 per-step values, the rollout's bootstrap value and the final-observation values.
+:func:`gae_targets` and :func:`forward_with_targets` do all of it for a :class:`Rollout`,
+which both update rules learn from.
 """
 
 from __future__ import annotations
@@ -23,7 +26,28 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["gae", "next_state_values"]
+from a3c.learning.rollout import Rollout
+from a3c.policy import ActorCritic
+
+__all__ = [
+    "FIT_STATS",
+    "forward_with_targets",
+    "gae",
+    "gae_targets",
+    "next_state_values",
+    "value_fit",
+]
+
+#: Below this variance the returns are taken as constant (nothing to explain).
+VAR_EPS = 1e-8
+
+#: Below this fraction of the returns' variance, the values' variance is taken as none:
+#: outputs equal to a few ulps, as from a net with a dead layer (no ReLU unit positive on
+#: any input), where a healthy net's values vary by ~1% of the returns even at its start.
+FLAT_VALUES = 1e-8
+
+#: How well the values fit the returns (:func:`value_fit`), in order.
+FIT_STATS = ("explained_variance", "flat_values")
 
 
 def gae(
@@ -117,3 +141,47 @@ def next_state_values(
         raise ValueError("next_state_values: truncated given without final_values")
     trunc = truncated if truncated.dtype == torch.bool else truncated != 0
     return torch.where(trunc, final_values.detach().to(nv.dtype), nv)
+
+
+def forward_with_targets(
+    model: ActorCritic, r: Rollout, gamma: float, lam: float
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """One pass over a rollout: ``(pi [T*K, ...], values [T, K], advantages, returns)``;
+    the targets (GAE) carry no gradient, ``pi`` and ``values`` do where autograd is on."""
+    T, K = r.rewards.shape
+    n = T * K
+    if r.state is None:
+        pi, values = model(torch.cat((r.obs.flatten(0, 1), r.next_obs, r.final_obs)))
+    else:
+        pi, values = model.unroll(r.obs, r.state, r.dones, r.next_obs, r.truncated, r.final_obs)
+    v = values[:n].view(T, K)
+    adv, ret = gae_targets(r, v, values[n:], gamma, lam)
+    return pi[:n], v, adv, ret
+
+
+@torch.no_grad()
+def gae_targets(
+    r: Rollout, v: Tensor, bootstrap: Tensor, gamma: float, lam: float
+) -> tuple[Tensor, Tensor]:
+    """``(advantages, returns)`` [T, K] from the rollout's values ``v`` [T, K] and
+    ``bootstrap``: the values of ``next_obs`` [K], then of ``final_obs`` [M]."""
+    K = v.shape[1]
+    final_v = torch.zeros_like(v)
+    final_v[r.truncated] = bootstrap[K:]
+    next_v = next_state_values(v, bootstrap[:K], r.truncated, final_v)
+    return gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
+
+
+def value_fit(pred: Tensor, target: Tensor) -> Tensor:
+    """``FIT_STATS``: the explained variance, ``1 - Var(target - pred) / Var(target)``, and
+    1.0 where the values are flat (one value for every sample while the returns varied) or
+    else 0.0: a net that gives every input the same value learns nothing more, and the
+    trainer warns when it lasts. Where the returns do not vary (one sample, or equal
+    returns) both are 0, never NaN: a NaN figure once vetoed every update of ``--n-steps 1
+    --envs-per-worker 1``."""
+    var = target.var(correction=0)
+    if var <= VAR_EPS:
+        return torch.zeros(2)
+    explained = 1.0 - (target - pred).var(correction=0) / var
+    flat = pred.var(correction=0) <= FLAT_VALUES * var
+    return torch.stack((explained, flat.to(explained.dtype)))

@@ -18,7 +18,7 @@ import torch
 
 from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
-from a3c.learning.loss import FIT_STATS, LOSS_STATS, LossSettings, Rollout, a3c_loss
+from a3c.learning.loss import LOSS_STATS, LossSettings, a3c_loss
 from a3c.learning.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
 from a3c.learning.ppo import (
     PPO_STATS,
@@ -28,6 +28,8 @@ from a3c.learning.ppo import (
     ppo_loss,
     refresh_targets,
 )
+from a3c.learning.returns import FIT_STATS
+from a3c.learning.rollout import Rollout
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
 from a3c.run.telemetry import STAT, WorkerTelemetry

@@ -205,6 +205,21 @@ def test_return_scaler_folds_in_discounted_returns_reset_at_episode_ends():
     assert scaler.scale() == pytest.approx(1 / math.sqrt(hand.var() + 1e-8), rel=1e-12)
 
 
+def test_a_collector_hands_out_rewards_scaled_by_the_returns_shared_before_them():
+    """The collector owns the scaling: a rollout's rewards come out divided by the std of
+    the returns shared before it, and its own returns are shared once it is scaled."""
+    stats = RunningMeanStd(writers=2, dim=1)
+    stats.add(0, np.array([[0.0], [4.0]]))  # another worker's returns: variance 4
+    envs = make_vector_env("CartPole-v1", 2, seed=0)
+    torch.manual_seed(0)
+    collector = Collector(envs, mlp(4, 2), 5, seed=0, return_rms=stats, writer=1, gamma=0.9)
+    rollout = collector.collect()
+    envs.close()
+    # CartPole pays 1 a step: every reward is 1 / sqrt(4 + eps).
+    np.testing.assert_allclose(rollout.rewards.numpy(), 1 / math.sqrt(4 + EPS), rtol=1e-6)
+    assert stats.rows[1, 0] == rollout.rewards.numel()
+
+
 # -- a3c_loss -------------------------------------------------------------------------------
 
 GAMMA = 0.9

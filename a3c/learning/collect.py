@@ -2,7 +2,9 @@
 
 The collector carries what lives across rollouts: the observation to act on next, an
 LSTM policy's state (zeroed for exactly the envs whose episode ended, so a new episode
-starts from the zero state) and each env's running episode return and length.
+starts from the zero state), each env's running episode return and length, and with
+shared return statistics the reward scaling: it feeds the discounted returns, hands out
+the rewards scaled and shares the returns, so no one else touches the scaler.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 from a3c.envs import final_observations
 from a3c.envs.episodes import episode_scores
-from a3c.learning.normalize import ReturnScaler
+from a3c.learning.normalize import ReturnScaler, RunningMeanStd
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
@@ -28,7 +30,9 @@ class Collector:
     lengths for ``take_episodes()``. With ``record``, the rollout of a feed-forward policy
     on one trunk also keeps its actions' log-probabilities and its values (APPO's
     behaviour): its values come with its actions. Separate nets would pay a value pass
-    per step, more than one batched pass after the rollout; an LSTM's is unrolled after."""
+    per step, more than one batched pass after the rollout; an LSTM's is unrolled after.
+    With ``return_rms``, rewards come out scaled by the std of the discounted return
+    (``gamma``), whose samples go to the row ``writer`` of ``return_rms``."""
 
     def __init__(
         self,
@@ -36,11 +40,14 @@ class Collector:
         model: ActorCritic,
         n_steps: int,
         seed: int | None = None,
-        scaler: ReturnScaler | None = None,
         record: bool = False,
+        return_rms: RunningMeanStd | None = None,
+        writer: int = 0,
+        gamma: float = 0.99,
     ) -> None:
-        self.envs, self.model, self.scaler = envs, model, scaler
+        self.envs, self.model = envs, model
         T, K = n_steps, envs.num_envs
+        self.scaler = ReturnScaler(return_rms, writer, K, gamma) if return_rms is not None else None
         spec, dist = model.spec, model.dist
         self.obs = torch.empty(T, K, *spec.obs_shape, dtype=getattr(torch, spec.obs_dtype))
         self.actions = torch.empty(T, K, *dist.action_shape, dtype=dist.action_dtype)
@@ -101,6 +108,8 @@ class Collector:
                 final_obs.extend(final_observations(info, cut)[1])
             obs = torch.from_numpy(obs_np)
         self.next_obs, self.state = obs, state
+        if self.scaler is not None:
+            self.scaler.apply(self.rewards)
         finals = (
             torch.from_numpy(np.stack(final_obs)) if final_obs else obs.new_empty(0, *obs.shape[1:])
         )

@@ -172,3 +172,9 @@ class ReturnScaler:
         """The factor rewards are multiplied by: ``1 / sqrt(var(R) + eps)``."""
         _, var = self.stats.mean_var()
         return float(1.0 / np.sqrt(float(var[0]) + EPS))
+
+    def apply(self, rewards: torch.Tensor) -> None:
+        """Scale a rollout's ``rewards`` in place (clipped to +-``RETURN_CLIP``) by the
+        returns shared so far, then share the returns it observed."""
+        rewards.mul_(self.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
+        self.flush()

@@ -19,7 +19,7 @@ import torch
 from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
 from a3c.learning.loss import LOSS_STATS, LossSettings, a3c_loss
-from a3c.learning.normalize import RETURN_CLIP, ReturnScaler, RunningMeanStd
+from a3c.learning.normalize import RunningMeanStd
 from a3c.learning.ppo import (
     PPO_STATS,
     PPOSettings,
@@ -74,11 +74,13 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     model = spec.build()
     local = flatten_parameters(model)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
-    scaler = ReturnScaler(return_rms, ctx.rank, K, cfg.gamma) if return_rms else None
     learner = Learner(cfg, model, local, shared, optimizer, ctx.rank, telemetry.stats)
 
     record = cfg.algo == "appo"  # its behaviour policy, kept while acting
-    collector = Collector(envs, model, T, seed=ctx.seed, scaler=scaler, record=record)
+    collector = Collector(
+        envs, model, T, seed=ctx.seed, record=record,
+        return_rms=return_rms, writer=ctx.rank, gamma=cfg.gamma,
+    )  # fmt: skip
     try:
         while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
             local.copy_(shared)
@@ -88,15 +90,11 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             for ret, length in collector.take_episodes():
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
-            if scaler is not None:
-                rollout.rewards.mul_(scaler.scale()).clamp_(-RETURN_CLIP, RETURN_CLIP)
             learner.learn(rollout, _steps(env_steps, global_steps))
             telemetry.stats[STAT["env_steps"]] += T * K
             env_steps[ctx.rank] += T * K
             if obs_rms is not None:
                 obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
-            if scaler is not None:
-                scaler.flush()
             if telemetry.due():
                 telemetry.send()
     finally:

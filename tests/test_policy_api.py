@@ -1,27 +1,17 @@
-"""A trained policy from Python: ``a3c.Policy.load(...).predict(...)`` and ``export``."""
+"""A trained policy from Python: ``a3c.Policy.load(...).predict(...)`` (its ``export``:
+tests/test_export.py)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from gymnasium import spaces
-from policy_helpers import register_space_env
 
 from a3c.api import Policy, evaluate, load
-from a3c.envs import env_spaces
-from a3c.policy import ModelSpec
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
-
-REPO = Path(__file__).resolve().parents[1]
-# torch 2.13 calls TorchScript deprecated; an exported file is still loaded with it.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated")
 
 
 @pytest.fixture(scope="module")
@@ -128,58 +118,6 @@ def test_the_state_is_what_the_action_depends_on(checkpoints):
     assert not np.array_equal(fresh, moved), "the LSTM state changes no action at all"
 
 
-def run_exported(path: Path, obs: np.ndarray, tmp_path: Path) -> np.ndarray:
-    """The exported file, run by a Python that imports neither a3c nor hogwild, on
-    ``obs [T, B, ...]``: T steps of B envs, an LSTM's state threaded from zero."""
-    np.save(tmp_path / "obs.npy", obs)
-    code = f"""
-import json, sys, numpy as np, torch
-meta = {{"policy.json": ""}}
-module = torch.jit.load({str(path)!r}, _extra_files=meta)
-size = json.loads(meta["policy.json"])["state_size"]
-out = []
-with torch.no_grad():
-    for obs in torch.as_tensor(np.load({str(tmp_path / "obs.npy")!r})):
-        if size:
-            if not out:
-                h = c = torch.zeros(len(obs), size)
-            actions, h, c = module(obs, h, c)
-        else:
-            actions = module(obs)
-        out.append(actions.numpy())
-assert not [m for m in sys.modules if m.split(".")[0] in ("a3c", "hogwild")], "imported us"
-np.save({str(tmp_path / "actions.npy")!r}, np.stack(out))
-"""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env=env,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return np.load(tmp_path / "actions.npy")
-
-
-@pytest.mark.parametrize("name", ["cartpole", "pendulum", "frozenlake", "lstm"])
-def test_the_exported_module_acts_exactly_as_predict(checkpoints, name, tmp_path):
-    policy = Policy.load(checkpoints[name])
-    steps = 5 if policy.recurrent else 1
-    obs = np.stack([sample_batch(policy.observation_space, 32, seed=t)[1] for t in range(steps)])
-    path = policy.export(tmp_path / "policy.pt")
-    exported = run_exported(path, obs, tmp_path)
-    state, expected = None, []
-    for batch in obs:
-        actions, state = policy.predict(batch, state)
-        expected.append(actions)
-    assert exported.shape == np.shape(expected) and exported.dtype == np.asarray(expected).dtype
-    assert np.array_equal(exported, expected) or np.allclose(exported, expected, atol=1e-6)
-
-
-def test_dict_observations_cannot_be_exported(checkpoints, tmp_path):
-    with pytest.raises(UsageError, match="use predict"):
-        Policy.load(checkpoints["copybits"]).export(tmp_path / "x.pt")
-    assert not (tmp_path / "x.pt").exists()
-
-
 def test_bad_input_is_one_line(checkpoints, tmp_path):
     with pytest.raises(UsageError):
         Policy.load(tmp_path / "missing.pt")
@@ -189,60 +127,3 @@ def test_bad_input_is_one_line(checkpoints, tmp_path):
     policy = Policy.load(checkpoints["cartpole"])
     with pytest.raises(UsageError, match="does not fit"):
         policy.predict(np.zeros(7))
-
-
-# Untrained policies on one-step envs with awkward spaces: every adapter the run puts
-# between env and model has to come out the same from predict and from the exported file.
-ODD_SPACES = {
-    "Float64Grid_MultiDiscreteStart-v0": (
-        spaces.Box(-5.0, 5.0, (2, 3), np.float64),
-        spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[1, 1], [0, -2]]),
-        {"normalize_obs": True},
-    ),
-    "IntBox_SquashedMatrix-v0": (
-        spaces.Box(0, 9, (5,), np.int32),
-        spaces.Box(-1.0, 2.0, (2, 2), np.float64),
-        {"squash": True},
-    ),
-    "DiscreteStart_LSTM-v0": (
-        spaces.Discrete(5, start=3),
-        spaces.Discrete(3, start=-1),
-        {"lstm": 8},
-    ),
-    "BoolImage_MultiBinary-v0": (
-        spaces.Box(0, 1, (10, 10), np.bool_),
-        spaces.MultiBinary([2, 2]),
-        {},
-    ),
-}
-
-
-@pytest.mark.parametrize("env_id", sorted(ODD_SPACES))
-def test_every_adapter_is_exported(env_id, tmp_path):
-    obs_space, act_space, kwargs = ODD_SPACES[env_id]
-    register_space_env(env_id, obs_space, act_space)
-    torch.manual_seed(0)
-    shape, dtype, action = env_spaces(env_id)
-    model = ModelSpec(shape, action, dtype, **kwargs).build()
-    with torch.no_grad():
-        model.head.weight.normal_()  # decisive logits: actions that vary with the input
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):  # else a ReLU net ignores the input's scale
-                p.uniform_(-0.1, 0.1)
-        if model.normalize_obs:
-            model.set_obs_stats(torch.rand(model.spec.obs_dim), 1 + torch.rand(model.spec.obs_dim))
-    policy = Policy(model, env_id, {})
-    assert policy.observation_space == obs_space and policy.action_space == act_space
-    module = torch.jit.load(str(policy.export(tmp_path / "policy.pt")))
-    rows, batch = sample_batch(obs_space, 64, seed=5)
-    state = policy.initial_state(64)
-    actions, _ = policy.predict(batch, state)
-    with torch.no_grad():
-        x = torch.as_tensor(batch)
-        exported = module(x, *state)[0] if state else module(x)
-    assert exported.dtype == torch.from_numpy(actions).dtype
-    assert np.allclose(exported.numpy(), actions, atol=1e-6)
-    assert all(act_space.contains(a) for a in actions)
-    assert len({np.asarray(a).tobytes() for a in actions}) > 1, "a constant policy tests little"
-    single, _ = policy.predict(rows[0], policy.initial_state(1))
-    assert np.allclose(single, actions[0], atol=1e-5)

@@ -83,6 +83,9 @@ def shrunk(command: str, cwd: Path, run_name: str, request) -> tuple[list[str], 
     elif program == "a3c.tune":
         pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (".[tune]")')
         argv += ["--trials", "2", "--budget", "2", "--workers", "1", "--logdir", "study"]
+    elif program == "a3c.export":
+        for module in ("onnxscript", "onnxruntime"):
+            pytest.importorskip(module, reason='an .onnx export needs the onnx extra (".[onnx]")')
     elif program == "a3c.plot":
         pytest.importorskip("matplotlib", reason="a3c.plot needs the plot extra")
     elif program == "hogwild.mnist":
@@ -175,7 +178,25 @@ def test_readme_policy_example_runs(workspace):
     (cwd / "use_policy.py").write_text(code)
     proc = run_python(["use_policy.py"], cwd, TIMEOUT)
     assert proc.returncode == 0, proc.stderr
-    assert (cwd / "policy.pt").stat().st_size > 0
+    assert (cwd / "policy.pt2").stat().st_size > 0
+
+
+def test_readme_onnx_example_runs(workspace):
+    """The README's onnxruntime lines on what its ``a3c.export`` command wrote, in a Python
+    that imports neither torch nor this package."""
+    for module in ("onnxscript", "onnxruntime"):
+        pytest.importorskip(module, reason='an .onnx export needs the onnx extra (".[onnx]")')
+    cwd, run_name = workspace
+    export = run_python(["-m", "a3c.export", f"runs/{run_name}/best.pt", "policy.onnx"], cwd)
+    assert export.returncode == 0, export.stderr
+    check = (
+        '\nimport sys\nassert not {"torch", "a3c"} & set(sys.modules)\n'
+        "print(actions.shape, actions.dtype)\n"
+    )
+    (cwd / "use_onnx.py").write_text(example("import numpy as np") + check)
+    proc = run_python(["use_onnx.py"], cwd, TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "(8,) int64"
 
 
 def test_readme_mnist_example_runs_as_a_script(mnist_dir, tmp_path):

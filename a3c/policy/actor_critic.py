@@ -288,10 +288,16 @@ class ActorCritic(nn.Module):
         self, obs: Tensor, state: tuple[Tensor, Tensor], greedy: bool = False
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """Actions and the LSTM state after ``obs`` (one step of each env)."""
+        pi, state = self.pi_recurrent(obs, state)
+        return (self.dist.greedy(pi) if greedy else self.dist.sample(pi)), state
+
+    def pi_recurrent(
+        self, obs: Tensor, state: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        """The policy's outputs (what :attr:`dist` reads) and the LSTM state after ``obs``."""
         h, c = self.lstm(self._features(obs, self.trunk), state)
         n = self.n_pi
-        pi = F.linear(h, self.head.weight[:n], self.head.bias[:n])
-        return (self.dist.greedy(pi) if greedy else self.dist.sample(pi)), (h, c)
+        return F.linear(h, self.head.weight[:n], self.head.bias[:n]), (h, c)
 
     def unroll(
         self,

@@ -4,25 +4,21 @@ Observations and actions are the env's own (what ``policy.make_env()`` gives and
 the adapters a run puts between env and model (one-hot ``Discrete``, flattened ``Dict``,
 0-based actions, ...) are applied inside, and so are the run's observation
 normalisation (the model's buffers) and the clipping or squashing of continuous actions.
-``export`` writes a TorchScript file that needs only torch to act greedily.
+``export`` writes the same as one graph for onnxruntime or torch alone (:mod:`.graph`).
 """
 
 from __future__ import annotations
 
 import copy
-import json
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
-from torch import Tensor, nn
+from torch import Tensor
 
 from a3c.envs import make_env
 from a3c.envs.spaces import (
@@ -34,6 +30,9 @@ from a3c.envs.spaces import (
     ZeroBasedActions,
 )
 from a3c.policy import ActorCritic
+from a3c.policy.distributions import DiagGaussian
+from a3c.use.exporting import export_format, signature, write_policy
+from a3c.use.graph import ActingGraph
 from a3c.use.saved import load_policy
 from hogwild.errors import UsageError
 
@@ -115,38 +114,46 @@ class Policy:
         actions = [self._env_action(row) for row in self.model.dist.to_env(a)]
         return (np.stack(actions) if batched else actions[0]), state
 
-    def export(self, path: str | Path) -> Path:
-        """Write a TorchScript file that acts greedily with torch alone (no a3c installed):
-        ``module(obs) -> actions``, or for an LSTM policy ``module(obs, h, c) -> (actions,
-        h, c)`` (zero ``[B, state_size]`` tensors to start). ``obs`` is a batch of the env's
-        own observations as one tensor (ints for ``Discrete``); adapters, normalisation and
-        clipping are inside. ``policy.json`` in the file's extra files names the spaces and
-        ``state_size``. ``Dict``/``Tuple``/``Multi*`` observations are not one tensor, so
-        they are refused (UsageError): use ``predict``."""
-        flattened = [w for w in self._adapters if isinstance(w, FlattenObservation)]
-        if flattened:
-            raise UsageError(
-                f"export: observations of {self.env_id} ({self.observation_space}) are "
-                "flattened into one vector inside, which one input tensor cannot carry; "
-                "export supports Box and Discrete observations, use predict for others"
-            )
-        model = copy.deepcopy(self.model).requires_grad_(False)
-        module = _Greedy(model, self._adapters)
-        example = torch.as_tensor(np.stack([self.observation_space.sample() for _ in range(2)]))
-        inputs = (example, *model.initial_state(2)) if self.recurrent else example
-        with warnings.catch_warnings():  # torch 2.13 calls TorchScript deprecated; it still
-            warnings.simplefilter("ignore", DeprecationWarning)  # is what runs without us
-            traced = torch.jit.trace(module, inputs, check_trace=False)
-        meta = {
+    def export(
+        self, path: str | Path, format: str | None = None, *, deterministic: bool = True
+    ) -> Path:
+        """Write the policy for another runtime: ``.onnx`` (onnxruntime, without torch or
+        this package), ``.pt2`` (``torch.export.load``) or ``.pt`` (TorchScript, which torch
+        2.13 deprecates); ``format`` (``onnx``, ``pt2``, ``torchscript``) overrides the suffix.
+
+        The file maps a batch of the env's own observations (``obs``: one tensor, or one per
+        part of a ``Dict``/``Tuple``) to what ``predict(deterministic=True)`` gives, with the
+        adapters, normalisation and clipping inside; an LSTM policy maps ``(obs, h, c)`` to
+        ``(actions, h_next, c_next)`` from zero ``[B, state_size]`` states. With
+        ``deterministic=False`` the actions are drawn and the distribution's parameters
+        follow them (``logits``, or ``mean`` and ``log_std``). ``policy.json`` in the file
+        names the spaces, inputs and outputs. Bad input: one-line UsageError."""
+        fmt = export_format(path, format)
+        graph = self._graph(deterministic)
+        model = graph.model
+        about = {
             "env_id": self.env_id,
             "observation_space": str(self.observation_space),
             "action_space": str(self.action_space),
             "state_size": model.spec.lstm,
+            "deterministic": bool(deterministic),
         }
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        traced.save(str(path), _extra_files={"policy.json": json.dumps(meta)})
-        return path
+        if isinstance(model.dist, DiagGaussian):  # for users who draw from mean and log_std
+            about["action_bounds"] = {
+                "low": model.dist.low.tolist(),
+                "high": model.dist.high.tolist(),
+                "squash": model.dist.squash,
+            }
+        return write_policy(graph, path, fmt, about)
+
+    def export_signature(self, deterministic: bool = True) -> dict[str, list[dict[str, Any]]]:
+        """The inputs and outputs of an exported file: ``{"inputs": [{"name", "shape",
+        "dtype"}, ...], "outputs": [...]}``, the batch axis named ``"batch"``."""
+        return signature(self._graph(deterministic))
+
+    def _graph(self, deterministic: bool) -> ActingGraph:
+        model = copy.deepcopy(self.model)
+        return ActingGraph(model, self._adapters, self.observation_space, greedy=deterministic)
 
     # -- the adapters ---------------------------------------------------------------------
     def _adapt_obs(self, obs: Any) -> np.ndarray:
@@ -170,73 +177,6 @@ class Policy:
 def load(path: str | Path, env: str | None = None) -> Policy:
     """:meth:`Policy.load`."""
     return Policy.load(path, env)
-
-
-class _Greedy(nn.Module):
-    """What ``predict(deterministic=True)`` does, in torch ops only so that it traces: the
-    observation adapters, the model (normalisation in its buffers), the distribution's
-    ``to_env`` (squash or clip) and the action adapters."""
-
-    def __init__(self, model: ActorCritic, adapters: list[gym.Wrapper]) -> None:
-        super().__init__()
-        self.model = model
-        inner_first = reversed(adapters)
-        self.obs_steps = [
-            _obs_step(w) for w in inner_first if isinstance(w, gym.ObservationWrapper)
-        ]
-        self.act_steps = [_act_step(w) for w in adapters if isinstance(w, gym.ActionWrapper)]
-        dist = model.dist
-        self.squash = bool(getattr(dist, "squash", False))
-        self.clip = bool(getattr(dist, "_clip", False))
-        if self.squash or self.clip:
-            self.register_buffer("low", torch.as_tensor(dist.low))
-            self.register_buffer("high", torch.as_tensor(dist.high))
-
-    def forward(self, obs: Tensor, *state: Tensor) -> Any:
-        for step in self.obs_steps:
-            obs = step(obs)
-        if not self.model.spec.image:
-            obs = obs.to(torch.float32)
-        if state:
-            a, (h, c) = self.model.act_recurrent(obs, (state[0], state[1]), True)
-            return self._to_env(a), h, c
-        return self._to_env(self.model.act(obs, True))
-
-    def _to_env(self, a: Tensor) -> Tensor:
-        if self.squash:
-            a = self.low + (torch.tanh(a) + 1.0) * (0.5 * (self.high - self.low))
-        elif self.clip:
-            a = torch.maximum(torch.minimum(a, self.high), self.low)
-        for step in self.act_steps:
-            a = step(a)
-        return a
-
-
-def _obs_step(wrapper: gym.ObservationWrapper) -> Callable[[Tensor], Tensor]:
-    """A batched torch twin of one observation adapter (its ``observation``)."""
-    if isinstance(wrapper, OneHotObservation):
-        n, start = wrapper._n, wrapper._start
-        return lambda x: F.one_hot(x.long() - start, n).to(torch.float32)
-    if isinstance(wrapper, Float32Observation):
-        return lambda x: x.flatten(1).to(torch.float32)
-    if isinstance(wrapper, ByteImage):
-        shape, bools = wrapper._shape, wrapper._bool
-        return lambda x: (x.to(torch.uint8) * (255 if bools else 1)).reshape(-1, *shape)
-    raise UsageError(f"export: no torch version of the adapter {type(wrapper).__name__}")
-
-
-def _act_step(wrapper: gym.ActionWrapper) -> Callable[[Tensor], Tensor]:
-    """A batched torch twin of one action adapter (its ``action``)."""
-    if isinstance(wrapper, ZeroBasedActions):
-        start = int(wrapper._start)
-        return lambda a: a + start
-    if isinstance(wrapper, FlatMultiDiscrete):
-        shape, start = wrapper._shape, torch.as_tensor(wrapper._start)
-        return lambda a: a.reshape(-1, *shape) + start
-    if isinstance(wrapper, FlatActions):
-        shape, dtype = wrapper._shape, torch.from_numpy(np.zeros(0, wrapper._dtype)).dtype
-        return lambda a: a.reshape(-1, *shape).to(dtype)
-    raise UsageError(f"export: no torch version of the adapter {type(wrapper).__name__}")
 
 
 def _adapters_of(env: gym.Env) -> tuple[list[gym.Wrapper], gym.Env]:
@@ -266,11 +206,12 @@ def _is_batch(space: spaces.Space, obs: Any) -> bool:
 
 
 def _rows(batch: Any) -> list[Any]:
-    """A batch (array, or dict/tuple of arrays) as a list of single observations."""
+    """A batch (array, or dict/tuple of batches, nested) as a list of single observations."""
     if isinstance(batch, dict):
-        n = len(next(iter(batch.values())))
-        return [{k: v[i] for k, v in batch.items()} for i in range(n)]
+        parts = {k: _rows(v) for k, v in batch.items()}
+        n = len(next(iter(parts.values())))
+        return [{k: v[i] for k, v in parts.items()} for i in range(n)]
     if isinstance(batch, tuple):
-        n = len(batch[0])
-        return [tuple(part[i] for part in batch) for i in range(n)]
+        items = [_rows(v) for v in batch]
+        return [tuple(v[i] for v in items) for i in range(len(items[0]))]
     return list(np.asarray(batch))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from a3c.learning.worker import _learning_rate
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train
+from a3c.run.worker import learner_settings
 from hogwild.checkpoint import load_checkpoint
 
 
@@ -68,6 +68,10 @@ def test_resume_starts_from_the_saved_model_and_statistics(tmp_path):
         torch.testing.assert_close(v, again["model"][k], rtol=0, atol=0, msg=k)
     torch.testing.assert_close(first["obs_rms"], again["obs_rms"])
     torch.testing.assert_close(first["return_rms"], again["return_rms"])
+
+
+def _learning_rate(cfg: A3CConfig, steps: int) -> float:
+    return learner_settings(cfg).schedules.learning_rate(steps)
 
 
 def test_linear_schedule_decays_by_global_steps():

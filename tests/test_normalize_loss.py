@@ -23,10 +23,11 @@ from torch import nn
 
 from a3c.envs import make_vector_env
 from a3c.learning.collect import Collector
-from a3c.learning.loss import LOSS_STATS, LossSettings, a3c_loss
+from a3c.learning.loss import A3CFigures, a3c_loss
 from a3c.learning.normalize import EPS, ReturnScaler, RunningMeanStd, merge_rows
 from a3c.learning.returns import value_fit
 from a3c.learning.rollout import Rollout
+from a3c.learning.settings import UpdateSettings
 from a3c.policy import OBS_CLIP, ActorCritic, log_prob_entropy
 from hogwild.evaluator import Evaluator
 from hogwild.flat import flatten_buffers, flatten_parameters
@@ -292,9 +293,9 @@ def _log_probs(model: ActorCritic, r: Rollout) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("lam", [1.0, 0.8])
 def test_a3c_loss_targets_bootstrap_truncations_and_not_terminations(separate, lam):
     model, r = _model(separate), _rollout()
-    s = LossSettings(gamma=GAMMA, gae_lambda=lam, value_coef=0.5, entropy_coef=0.01)
+    s = UpdateSettings(gamma=GAMMA, gae_lambda=lam, value_coef=0.5, entropy_coef=0.01)
     loss, figures = a3c_loss(model, r, s)
-    assert figures.shape == (len(LOSS_STATS),) and not figures.requires_grad
+    assert isinstance(figures, A3CFigures) and not figures.stacked().requires_grad
 
     adv, ret = _hand_targets(model, r, lam)
     with torch.no_grad():
@@ -312,8 +313,16 @@ def test_a3c_loss_targets_bootstrap_truncations_and_not_terminations(separate, l
     policy_loss = -(lp * adv.reshape(6)).mean()
     value_loss = ((ret - v) ** 2).mean()
     explained = 1 - (ret - v).var(ddof=1) / ret.var(ddof=1)
-    want = [policy_loss, value_loss, ent.mean(), explained, 0.0]  # the values vary: not flat
-    np.testing.assert_allclose(figures.double().numpy(), want, rtol=1e-5, atol=1e-6)
+    want = {
+        "policy_loss": policy_loss,
+        "value_loss": value_loss,
+        "entropy": ent.mean(),
+        "explained_variance": explained,
+        "flat_values": 0.0,  # the values vary: not flat
+    }
+    got = {name: float(getattr(figures, name)) for name in want}
+    np.testing.assert_allclose(list(got.values()), list(want.values()), rtol=1e-5, atol=1e-6)
+    assert set(want) == set(A3CFigures.names())
     total = policy_loss + 0.5 * value_loss - 0.01 * ent.mean()
     assert float(loss.detach()) == pytest.approx(total, rel=1e-5, abs=1e-6)
 
@@ -325,21 +334,23 @@ def test_a3c_loss_normalized_advantage_and_huber_value_loss():
         v = model.value(r.obs.reshape(6, 2)).view(3, 2).double().numpy()
     lp, _ = _log_probs(model, r)
 
-    s = LossSettings(gamma=GAMMA, normalize_advantage=True, value_loss="huber")
+    s = UpdateSettings(gamma=GAMMA, normalize_advantage=True, value_loss="huber")
     loss, figures = a3c_loss(model, r, s)
     norm = (adv - adv.mean()) / (adv.std(ddof=1) + 1e-8)
-    assert float(figures[0]) == pytest.approx(-(lp * norm.reshape(6)).mean(), rel=1e-5, abs=1e-6)
+    policy_loss = -(lp * norm.reshape(6)).mean()
+    assert float(figures.policy_loss) == pytest.approx(policy_loss, rel=1e-5, abs=1e-6)
     d = np.abs(ret - v)
     assert (d < 1).any() and (d > 1).any(), d  # both branches of the Huber loss are used
     huber = np.where(d < 1, 0.5 * d**2, d - 0.5).mean()
-    assert float(figures[1]) == pytest.approx(huber, rel=1e-5)
-    total = float(figures[0]) + 0.5 * huber
+    assert float(figures.value_loss) == pytest.approx(huber, rel=1e-5)
+    total = float(figures.policy_loss) + 0.5 * huber
     assert float(loss.detach()) == pytest.approx(total, rel=1e-5, abs=1e-6)
 
     # The plain settings are different figures: the options do act.
-    _, plain = a3c_loss(model, r, LossSettings(gamma=GAMMA))
-    assert float(plain[1]) == pytest.approx(((ret - v) ** 2).mean(), rel=1e-5)
-    assert float(plain[1]) > float(figures[1]) and float(plain[0]) != float(figures[0])
+    _, plain = a3c_loss(model, r, UpdateSettings(gamma=GAMMA))
+    assert float(plain.value_loss) == pytest.approx(((ret - v) ** 2).mean(), rel=1e-5)
+    assert float(plain.value_loss) > float(figures.value_loss)
+    assert float(plain.policy_loss) != float(figures.policy_loss)
 
 
 def test_a3c_loss_without_truncations_reads_no_final_observation():
@@ -347,7 +358,7 @@ def test_a3c_loss_without_truncations_reads_no_final_observation():
     r.truncated = torch.zeros(3, 2, dtype=torch.bool)
     r.dones = r.terminated.clone()
     r.final_obs = torch.empty(0, 2)
-    _, figures = a3c_loss(model, r, LossSettings(gamma=GAMMA))
+    _, figures = a3c_loss(model, r, UpdateSettings(gamma=GAMMA))
     with torch.no_grad():
         v = model.value(r.obs.reshape(6, 2)).view(3, 2).double().numpy()
         vb = model.value(r.next_obs).double().numpy()
@@ -357,7 +368,7 @@ def test_a3c_loss_without_truncations_reads_no_final_observation():
     ret[1] = rew[1] + GAMMA * ret[2]
     ret[0, 0] = rew[0, 0] + GAMMA * ret[1, 0]
     ret[0, 1] = rew[0, 1]  # terminated
-    assert float(figures[1]) == pytest.approx(((ret - v) ** 2).mean(), rel=1e-5)
+    assert float(figures.value_loss) == pytest.approx(((ret - v) ** 2).mean(), rel=1e-5)
 
 
 @pytest.mark.parametrize("separate", [False, True])
@@ -370,20 +381,24 @@ def test_values_are_flat_only_when_the_net_gives_every_observation_one_value(sep
     model = mlp(4, 2, hidden=(16, 16), separate=separate)
     rollout = Collector(envs, model, 64, seed=0).collect()
     envs.close()
-    fit = dict(zip(LOSS_STATS, a3c_loss(model, rollout, LossSettings())[1].tolist(), strict=True))
-    assert fit["flat_values"] == 0.0 and fit["explained_variance"] != 0.0
+    fit = a3c_loss(model, rollout, UpdateSettings())[1]
+    assert float(fit.flat_values) == 0.0 and float(fit.explained_variance) != 0.0
 
     with torch.no_grad():
         for layer in model.modules():
             if isinstance(layer, nn.Linear) and layer.in_features == 4:
                 layer.weight.zero_()
-    fit = dict(zip(LOSS_STATS, a3c_loss(model, rollout, LossSettings())[1].tolist(), strict=True))
-    assert fit["flat_values"] == 1.0 and abs(fit["explained_variance"]) < 1e-6
+    fit = a3c_loss(model, rollout, UpdateSettings())[1]
+    assert float(fit.flat_values) == 1.0 and abs(float(fit.explained_variance)) < 1e-6
+
+    def fit_of(pred: torch.Tensor, target: torch.Tensor) -> tuple[float, float]:
+        fit = value_fit(pred, target)
+        return float(fit.explained_variance), float(fit.flat_values)
 
     values = torch.linspace(0.0, 1.0, 64)
-    assert value_fit(values, values).tolist() == [1.0, 0.0]
-    assert value_fit(torch.full((64,), 0.3), torch.full((64,), 2.0)).tolist() == [0.0, 0.0]
-    assert value_fit(torch.full((64,), 0.3), values).tolist() == [0.0, 1.0]
+    assert fit_of(values, values) == (1.0, 0.0)
+    assert fit_of(torch.full((64,), 0.3), torch.full((64,), 2.0)) == (0.0, 0.0)
+    assert fit_of(torch.full((64,), 0.3), values) == (0.0, 1.0)
 
 
 def _grads(loss: torch.Tensor, model: ActorCritic) -> dict[str, torch.Tensor]:
@@ -397,7 +412,7 @@ def _grads(loss: torch.Tensor, model: ActorCritic) -> dict[str, torch.Tensor]:
 
 def test_separate_nets_keep_the_policy_gradient_out_of_the_value_net():
     model, r = _model(separate=True), _rollout()
-    loss, _ = a3c_loss(model, r, LossSettings(gamma=GAMMA, value_coef=0.0, entropy_coef=0.0))
+    loss, _ = a3c_loss(model, r, UpdateSettings(gamma=GAMMA, value_coef=0.0, entropy_coef=0.0))
     grads = _grads(loss, model)
     for name in ("value_trunk.0.weight", "value_trunk.0.bias"):
         assert not grads[name].any(), name
@@ -405,16 +420,16 @@ def test_separate_nets_keep_the_policy_gradient_out_of_the_value_net():
     assert grads["trunk.0.weight"].abs().sum() > 0 and grads["head.weight"][:2].abs().sum() > 0
 
     # The value loss alone reaches the value net only.
-    loss, _ = a3c_loss(model, r, LossSettings(gamma=GAMMA, value_coef=1.0))
-    policy_loss = a3c_loss(model, r, LossSettings(gamma=GAMMA, value_coef=0.0))[0]
+    loss, _ = a3c_loss(model, r, UpdateSettings(gamma=GAMMA, value_coef=1.0))
+    policy_loss = a3c_loss(model, r, UpdateSettings(gamma=GAMMA, value_coef=0.0))[0]
     grads = _grads(loss - policy_loss, model)
     assert grads["value_trunk.0.weight"].abs().sum() > 0
     assert torch.allclose(grads["trunk.0.weight"], torch.zeros(4, 2), atol=1e-7)
 
     # A shared trunk gets the value loss's gradient too.
     shared = _model(separate=False)
-    loss, _ = a3c_loss(shared, r, LossSettings(gamma=GAMMA, value_coef=1.0))
-    policy_loss = a3c_loss(shared, r, LossSettings(gamma=GAMMA, value_coef=0.0))[0]
+    loss, _ = a3c_loss(shared, r, UpdateSettings(gamma=GAMMA, value_coef=1.0))
+    policy_loss = a3c_loss(shared, r, UpdateSettings(gamma=GAMMA, value_coef=0.0))[0]
     assert _grads(loss - policy_loss, shared)["trunk.0.weight"].abs().sum() > 1e-3
 
 

@@ -1,4 +1,4 @@
-"""Asynchronous PPO's update (a3c.learning.ppo, the worker's Learner) and its settings."""
+"""Asynchronous PPO's update (a3c.learning.ppo, the Learner) and its settings."""
 
 from __future__ import annotations
 
@@ -11,19 +11,14 @@ from policy_helpers import mlp
 from test_normalize_loss import GAMMA, _hand_targets, _model, _rollout
 
 from a3c.envs import make_vector_env
-from a3c.learning.loss import LossSettings, a3c_loss
-from a3c.learning.ppo import (
-    PPO_STATS,
-    PPOSettings,
-    behaviour,
-    minibatches,
-    ppo_loss,
-    refresh_targets,
-)
-from a3c.learning.worker import Learner, ppo_settings
+from a3c.learning.learner import Learner
+from a3c.learning.loss import a3c_loss
+from a3c.learning.ppo import PPOFigures, behaviour, minibatches, ppo_loss, refresh_targets
+from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
 from a3c.run.telemetry import STAT, STATS
+from a3c.run.worker import learner_settings
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
 from hogwild.flat import flatten_parameters
@@ -42,23 +37,24 @@ def test_one_epoch_at_ratio_one_is_a2c(separate):
     normalised: the clipped surrogate's gradient is the policy gradient of A2C/A3C."""
     model, r = _model(separate), _rollout()
     b = behaviour(model, r, GAMMA, 0.9)
-    s = PPOSettings(clip_range=0.2, value_coef=0.5, entropy_coef=0.01, normalize_advantage=False)
+    s = UpdateSettings(clip_range=0.2, value_coef=0.5, entropy_coef=0.01, normalize_advantage=False)
     loss, figures = ppo_loss(model, r, b, torch.arange(6), s)
-    assert figures.shape == (len(PPO_STATS),)
-    named = dict(zip(PPO_STATS, figures.tolist(), strict=True))
-    assert named["approx_kl"] == pytest.approx(0.0, abs=1e-7) and named["clip_fraction"] == 0
-    a2c = LossSettings(gamma=GAMMA, gae_lambda=0.9, value_coef=0.5, entropy_coef=0.01)
+    assert isinstance(figures, PPOFigures)
+    assert float(figures.approx_kl) == pytest.approx(0.0, abs=1e-7)
+    assert float(figures.clip_fraction) == 0
+    a2c = UpdateSettings(gamma=GAMMA, gae_lambda=0.9, value_coef=0.5, entropy_coef=0.01)
     a2c_loss, a2c_figures = a3c_loss(model, r, a2c)
     torch.testing.assert_close(_grads(model, loss), _grads(model, a2c_loss))
-    # The same value loss and entropy; the surrogate's value is -mean(adv), not A2C's.
-    torch.testing.assert_close(figures[1:3], a2c_figures[1:3])
-    assert float(figures[0]) == pytest.approx(-float(b.advantages.mean()), rel=1e-5)
+    # The same value loss, entropy and fit; the surrogate's value is -mean(adv), not A2C's.
+    for name in ("value_loss", "entropy", "explained_variance", "flat_values"):
+        torch.testing.assert_close(getattr(figures, name), getattr(a2c_figures, name))
+    assert float(figures.policy_loss) == pytest.approx(-float(b.advantages.mean()), rel=1e-5)
 
 
 def test_a_clipped_sample_gives_no_policy_gradient():
     model, r = _model(), _rollout()
     b = behaviour(model, r, GAMMA, 0.9)
-    s = PPOSettings(clip_range=0.2, value_coef=0.0, normalize_advantage=False)
+    s = UpdateSettings(clip_range=0.2, value_coef=0.0, normalize_advantage=False)
     flat_adv = b.advantages.flatten()
     j = int(flat_adv.abs().argmax())
     one = torch.tensor([j])
@@ -71,7 +67,7 @@ def test_a_clipped_sample_gives_no_policy_gradient():
     sign = 1.0 if flat_adv[j] > 0 else -1.0
     b.log_p.view(-1)[j] -= sign * 1.0
     loss, figures = ppo_loss(model, r, b, one, s)
-    assert dict(zip(PPO_STATS, figures.tolist(), strict=True))["clip_fraction"] == 1.0
+    assert float(figures.clip_fraction) == 1.0
     assert _grads(model, loss).abs().sum() == 0
     # ...while the other side of the clip (moving back towards the behaviour) still pulls.
     b.log_p.view(-1)[j] += 2 * sign * 1.0
@@ -83,15 +79,15 @@ def test_value_clipping_bounds_the_value_move():
     model, r = _model(), _rollout()
     b = behaviour(model, r, GAMMA, 0.9)
     b.values += 5.0  # the acting policy's values were far from today's
-    free = PPOSettings(value_coef=1.0, normalize_advantage=False)
-    clipped = PPOSettings(value_coef=1.0, normalize_advantage=False, clip_range_vf=0.1)
+    free = UpdateSettings(value_coef=1.0, normalize_advantage=False)
+    clipped = UpdateSettings(value_coef=1.0, normalize_advantage=False, clip_range_vf=0.1)
     idx = torch.arange(6)
     _, f_free = ppo_loss(model, r, b, idx, free)
     _, f_clip = ppo_loss(model, r, b, idx, clipped)
     v_moved = b.values.flatten() - 0.1  # today's values are > 0.1 below: clipped to -0.1
     want = (b.returns.flatten() - v_moved).pow(2).mean()
-    assert float(f_clip[1]) == pytest.approx(float(want), rel=1e-5)
-    assert float(f_free[1]) != pytest.approx(float(f_clip[1]))
+    assert float(f_clip.value_loss) == pytest.approx(float(want), rel=1e-5)
+    assert float(f_free.value_loss) != pytest.approx(float(f_clip.value_loss))
 
 
 def test_minibatches_cover_every_sample_or_every_sequence_once():
@@ -108,13 +104,20 @@ def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
     r = _rollout()
     r.state = (torch.randn(2, 3), torch.randn(2, 3))
     b = behaviour(model, r, GAMMA, 0.9)
-    s = PPOSettings(normalize_advantage=False)
+    s = UpdateSettings(normalize_advantage=False)
     # Env 1 alone, from its own stored state: the same figures as its share of the whole.
     _, both = ppo_loss(model, r, b, torch.tensor([0, 1]), s)
     _, first = ppo_loss(model, r, b, torch.tensor([0]), s)
     _, second = ppo_loss(model, r, b, torch.tensor([1]), s)
-    torch.testing.assert_close((first + second)[:3] / 2, both[:3])
-    assert float(both[3]) == pytest.approx(0.0, abs=1e-6)  # the behaviour, unrolled alike
+    for name in ("policy_loss", "value_loss", "entropy"):
+        half = (getattr(first, name) + getattr(second, name)) / 2
+        torch.testing.assert_close(half, getattr(both, name))
+    assert float(both.approx_kl) == pytest.approx(0.0, abs=1e-6)  # the behaviour, unrolled alike
+
+
+def _stats() -> tuple[np.ndarray, dict[str, int]]:
+    """A worker's telemetry stats and where each figure goes in them."""
+    return np.zeros(len(STATS)), STAT
 
 
 def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
@@ -126,7 +129,7 @@ def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
     local = flatten_parameters(model)
     shared = local.clone()
     optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
-    learner = Learner(tmp_cfg, model, local, shared, optimizer, 0, np.zeros(len(STATS)))
+    learner = Learner(learner_settings(tmp_cfg), model, local, shared, optimizer, 0, *_stats())
     rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
     envs.close()
     return learner, rollout, shared
@@ -152,11 +155,11 @@ def test_refreshed_targets_follow_the_moved_value_and_keep_the_behaviour(separat
 
 @pytest.mark.parametrize("recompute", [False, True])
 def test_a_learner_recomputes_targets_between_epochs_only_when_asked(recompute, monkeypatch):
-    import a3c.learning.worker as worker
+    import a3c.learning.learner as learner_module
 
     calls = []
-    real = worker.refresh_targets
-    monkeypatch.setattr(worker, "refresh_targets", lambda *a: calls.append(1) or real(*a))
+    real = learner_module.refresh_targets
+    monkeypatch.setattr(learner_module, "refresh_targets", lambda *a: calls.append(1) or real(*a))
     cfg = A3CConfig(
         algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
         normalize_reward=False, recompute_advantages=recompute,
@@ -186,7 +189,7 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
     """Rollouts of 2 samples: one step per 3 of them (MIN_BATCH 5), with their mean
     gradient clipped as one; one sample's gradient clipped alone collapsed CartPole."""
     from a3c.learning.collect import Collector
-    from a3c.learning.worker import MIN_BATCH
+    from a3c.learning.learner import MIN_BATCH
 
     cfg = A3CConfig(
         n_steps=1, envs_per_worker=2, optimizer="sgd", lr=0.1, max_grad_norm=0.01,
@@ -199,16 +202,16 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
     local = flatten_parameters(model)
     shared = local.clone()
     optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
-    learner = Learner(cfg, model, local, shared, optimizer, 0, np.zeros(len(STATS)))
+    learner = Learner(learner_settings(cfg), model, local, shared, optimizer, 0, *_stats())
     collector = Collector(envs, model, 1, seed=0)
     start, grads, value_losses = shared.clone(), [], []
     for i in range(3):
         torch.testing.assert_close(shared, start, rtol=0, atol=0)
         rollout = collector.collect()
-        loss, figures = a3c_loss(model, rollout, learner.settings)
+        loss, figures = a3c_loss(model, rollout, learner.settings.update)
         grad = torch.autograd.grad(loss, list(model.parameters()))
         grads.append(torch.cat([g.flatten() for g in grad]))
-        value_losses.append(float(figures[1]))
+        value_losses.append(float(figures.value_loss))
         learner.learn(rollout, steps=0)
         assert learner.stats[STAT["updates"]] == (1 if i == 2 else 0)
     envs.close()
@@ -224,16 +227,32 @@ def test_entropy_and_clip_range_decay_to_their_floor():
         algo="appo", total_steps=1000, entropy_coef=0.01, entropy_coef_final=0.0,
         clip_range=0.3, clip_range_final=0.1,
     )  # fmt: skip
-    from a3c.learning.worker import _decayed
+    settings = learner_settings(cfg)
 
-    assert _decayed(cfg.entropy_coef, cfg.entropy_coef_final, 500, cfg) == pytest.approx(0.005)
-    assert ppo_settings(cfg, 0.0, 0).clip_range == pytest.approx(0.3)
-    assert ppo_settings(cfg, 0.0, 500).clip_range == pytest.approx(0.2)
-    assert ppo_settings(cfg, 0.0, 10_000).clip_range == pytest.approx(0.1)
-    # Advantages are standardised per minibatch by default for APPO, not for A3C.
-    assert ppo_settings(cfg, 0.0, 0).normalize_advantage is True
-    off = A3CConfig(algo="appo", normalize_advantage=False)
-    assert ppo_settings(off, 0.0, 0).normalize_advantage is False
+    def update(steps: int) -> UpdateSettings:
+        return settings.schedules.update(settings.update, steps)
+
+    assert update(500).entropy_coef == pytest.approx(0.005)
+    assert update(0).clip_range == pytest.approx(0.3)
+    assert update(500).clip_range == pytest.approx(0.2)
+    assert update(10_000).clip_range == pytest.approx(0.1)
+    assert update(10_000).entropy_coef == 0.0
+
+
+@pytest.mark.parametrize(
+    "algo, flag, normalized",
+    [
+        ("appo", None, True),  # per minibatch by default for APPO (SB3, CleanRL)...
+        ("a3c", None, False),  # ...not for A3C (the paper's)
+        ("appo", False, False),
+        ("a3c", True, True),
+        ("appo", True, True),
+        ("a3c", False, False),
+    ],
+)
+def test_advantages_are_standardised_by_default_for_appo_alone(algo, flag, normalized):
+    cfg = A3CConfig(algo=algo, normalize_advantage=flag)
+    assert learner_settings(cfg).update.normalize_advantage is normalized
 
 
 @pytest.mark.parametrize(
@@ -274,7 +293,9 @@ def test_behaviour_recorded_while_acting_is_the_behaviour_of_a_second_pass():
     want = behaviour(model, second_pass, GAMMA, 0.95)
     for name in ("log_p", "values", "advantages", "returns"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name))
-    assert got.fit == pytest.approx(want.fit, abs=1e-5)
+    for name in ("explained_variance", "flat_values"):
+        got_fit, want_fit = float(getattr(got.fit, name)), float(getattr(want.fit, name))
+        assert got_fit == pytest.approx(want_fit, abs=1e-5)
 
 
 @pytest.mark.parametrize("algo", ["a3c", "appo"])
@@ -282,7 +303,7 @@ def test_max_nonfinite_counts_rollouts_for_both_algorithms(algo):
     """--max-nonfinite 3 means three rollouts in a row that could not be learned from in
     full, for A3C's one step and APPO's 16 alike; one of APPO's 16 steps skipped is enough
     (that sample would veto A3C's whole step), and a clean rollout starts the count anew."""
-    from a3c.learning.worker import NonFiniteUpdates
+    from a3c.learning.learner import NonFiniteUpdates
 
     limit, steps_per_rollout = 3, {"a3c": 1, "appo": 4 * 4}[algo]
     cfg = A3CConfig(

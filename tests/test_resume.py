@@ -343,7 +343,7 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     1 - 2k/(2k + 4k) of the rate."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from a3c.run.config import decay_done
+    from a3c.learning.schedules import decay_done
 
     assert decay_done(2_000, 4_000) == 0.5
     assert decay_done(5_000, 8_000, 2_000, 0.5) == 0.75

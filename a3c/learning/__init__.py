@@ -1,7 +1,9 @@
-"""Learning: what a worker does with its envs and the shared model.
+"""Learning: what a worker does with its envs and the shared model, told by its own settings.
 
-:mod:`.collect` steps the envs into a :mod:`.rollout`, :mod:`.returns` turns it into
-advantages and targets, :mod:`.loss` (A3C) and :mod:`.ppo` (asynchronous PPO) are the
-update rules, :mod:`.normalize` the shared running statistics, and :mod:`.worker` the loop
-around them.
+:mod:`.collect` steps the envs into a :mod:`.rollout` (its rewards scaled by the shared
+return statistics of :mod:`.normalize`), :mod:`.returns` turns it into advantages and
+targets, :mod:`.loss` (A3C) and :mod:`.ppo` (asynchronous PPO) are the update rules, each
+reporting its :mod:`.figures` by name, and :mod:`.learner` steps the shared optimizer with
+them, its :mod:`.settings` moved along :mod:`.schedules`. The worker process around them is
+:mod:`a3c.run.worker`; nothing here imports :mod:`a3c.run`.
 """

@@ -13,28 +13,28 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.returns import FIT_STATS, forward_with_targets, value_fit
+from a3c.learning.figures import Figures
+from a3c.learning.returns import forward_with_targets, value_fit
 from a3c.learning.rollout import Rollout
+from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
 
-__all__ = ["LOSS_STATS", "LossSettings", "a3c_loss"]
-
-#: The figures :func:`a3c_loss` reports, in order.
-LOSS_STATS = ("policy_loss", "value_loss", "entropy", *FIT_STATS)
+__all__ = ["A3CFigures", "a3c_loss"]
 
 
 @dataclass(frozen=True)
-class LossSettings:
-    gamma: float = 0.99
-    gae_lambda: float = 1.0
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
-    normalize_advantage: bool = False
-    value_loss: str = "mse"  # or "huber" (smooth L1, delta 1: SB3's DQN / rl_games' clip)
+class A3CFigures(Figures):
+    """What an A3C step reports (detached): its loss's parts, and the values' fit."""
+
+    policy_loss: Tensor
+    value_loss: Tensor
+    entropy: Tensor
+    explained_variance: Tensor
+    flat_values: Tensor
 
 
-def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, Tensor]:
-    """``(loss, figures)``: the scalar to backpropagate and ``LOSS_STATS`` (detached)."""
+def a3c_loss(model: ActorCritic, r: Rollout, s: UpdateSettings) -> tuple[Tensor, A3CFigures]:
+    """``(loss, figures)``: the scalar to backpropagate and what it is made of."""
     T, K = r.rewards.shape
     n = T * K
     pi, v, adv, ret = forward_with_targets(model, r, s.gamma, s.gae_lambda)
@@ -47,6 +47,12 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: LossSettings) -> tuple[Tensor, T
     entropy_mean = entropy.mean()
     loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
     with torch.no_grad():
-        losses = torch.stack((policy_loss, value_loss, entropy_mean))
-        figures = torch.cat((losses, value_fit(v, ret)))
+        fit = value_fit(v, ret)
+    figures = A3CFigures(
+        policy_loss=policy_loss.detach(),
+        value_loss=value_loss.detach(),
+        entropy=entropy_mean.detach(),
+        explained_variance=fit.explained_variance,
+        flat_values=fit.flat_values,
+    )
     return loss, figures

@@ -18,32 +18,20 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.returns import forward_with_targets, gae_targets, value_fit
+from a3c.learning.figures import Figures
+from a3c.learning.returns import ValueFit, forward_with_targets, gae_targets, value_fit
 from a3c.learning.rollout import Rollout
+from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
 
 __all__ = [
-    "PPO_STATS",
     "Behaviour",
-    "PPOSettings",
+    "PPOFigures",
     "behaviour",
     "minibatches",
     "ppo_loss",
     "refresh_targets",
 ]
-
-#: The figures :func:`ppo_loss` reports, in order.
-PPO_STATS = ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-
-
-@dataclass(frozen=True)
-class PPOSettings:
-    clip_range: float = 0.2
-    clip_range_vf: float | None = None  # clip the value's move from the behaviour's, too
-    value_coef: float = 0.5
-    entropy_coef: float = 0.0
-    normalize_advantage: bool = True  # per minibatch, as SB3 and CleanRL
-    value_loss: str = "mse"  # or "huber"
 
 
 @dataclass
@@ -54,7 +42,21 @@ class Behaviour:
     values: Tensor  # [T, K]
     advantages: Tensor  # [T, K]
     returns: Tensor  # [T, K]
-    fit: list[float]  # FIT_STATS of the acting values against the first returns
+    fit: ValueFit  # of the acting values against the first returns
+
+
+@dataclass(frozen=True)
+class PPOFigures(Figures):
+    """What an APPO step reports (detached): its loss's parts, how far the policy moved
+    from the behaviour, and the behaviour values' fit."""
+
+    policy_loss: Tensor
+    value_loss: Tensor
+    entropy: Tensor
+    approx_kl: Tensor
+    clip_fraction: Tensor
+    explained_variance: Tensor
+    flat_values: Tensor
 
 
 @torch.no_grad()
@@ -69,7 +71,7 @@ def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behav
     else:
         pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
         log_p = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))[0].view_as(v)
-    return Behaviour(log_p, v, adv, ret, value_fit(v, ret).tolist())
+    return Behaviour(log_p, v, adv, ret, value_fit(v, ret))
 
 
 @torch.no_grad()
@@ -92,10 +94,10 @@ def minibatches(T: int, K: int, count: int, recurrent: bool) -> list[Tensor]:
 
 
 def ppo_loss(
-    model: ActorCritic, r: Rollout, b: Behaviour, idx: Tensor, s: PPOSettings
-) -> tuple[Tensor, Tensor]:
+    model: ActorCritic, r: Rollout, b: Behaviour, idx: Tensor, s: UpdateSettings
+) -> tuple[Tensor, PPOFigures]:
     """``(loss, figures)`` of one minibatch (``idx`` from :func:`minibatches`): the
-    clipped surrogate, the value loss and the entropy bonus; ``PPO_STATS`` (detached)."""
+    clipped surrogate, the value loss and the entropy bonus."""
     by_env = r.state is not None
     if not by_env:
         pi, v = model(_rows(r.obs, idx, by_env))
@@ -125,7 +127,15 @@ def ppo_loss(
     with torch.no_grad():
         approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's unbiased, >= 0 estimator
         clip_fraction = ((ratio - 1.0).abs() > s.clip_range).float().mean()
-        figures = torch.stack((policy_loss, value_loss, entropy_mean, approx_kl, clip_fraction))
+    figures = PPOFigures(
+        policy_loss=policy_loss.detach(),
+        value_loss=value_loss.detach(),
+        entropy=entropy_mean.detach(),
+        approx_kl=approx_kl,
+        clip_fraction=clip_fraction,
+        explained_variance=b.fit.explained_variance,
+        flat_values=b.fit.flat_values,
+    )
     return loss, figures
 
 

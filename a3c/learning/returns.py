@@ -23,6 +23,8 @@ which both update rules learn from.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -30,7 +32,7 @@ from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
 __all__ = [
-    "FIT_STATS",
+    "ValueFit",
     "forward_with_targets",
     "gae",
     "gae_targets",
@@ -46,8 +48,13 @@ VAR_EPS = 1e-8
 #: any input), where a healthy net's values vary by ~1% of the returns even at its start.
 FLAT_VALUES = 1e-8
 
-#: How well the values fit the returns (:func:`value_fit`), in order.
-FIT_STATS = ("explained_variance", "flat_values")
+
+@dataclass(frozen=True)
+class ValueFit:
+    """How well the values fit the returns (:func:`value_fit`): 0-dim tensors."""
+
+    explained_variance: Tensor
+    flat_values: Tensor  # 1.0 where the values are flat, else 0.0
 
 
 def gae(
@@ -172,8 +179,8 @@ def gae_targets(
     return gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
 
 
-def value_fit(pred: Tensor, target: Tensor) -> Tensor:
-    """``FIT_STATS``: the explained variance, ``1 - Var(target - pred) / Var(target)``, and
+def value_fit(pred: Tensor, target: Tensor) -> ValueFit:
+    """The explained variance, ``1 - Var(target - pred) / Var(target)``, and
     1.0 where the values are flat (one value for every sample while the returns varied) or
     else 0.0: a net that gives every input the same value learns nothing more, and the
     trainer warns when it lasts. Where the returns do not vary (one sample, or equal
@@ -181,7 +188,7 @@ def value_fit(pred: Tensor, target: Tensor) -> Tensor:
     --envs-per-worker 1``."""
     var = target.var(correction=0)
     if var <= VAR_EPS:
-        return torch.zeros(2)
+        return ValueFit(torch.zeros(()), torch.zeros(()))
     explained = 1.0 - (target - pred).var(correction=0) / var
     flat = pred.var(correction=0) <= FLAT_VALUES * var
-    return torch.stack((explained, flat.to(explained.dtype)))
+    return ValueFit(explained, flat.to(explained.dtype))

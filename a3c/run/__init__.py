@@ -1,3 +1,3 @@
 """The run: its settings (:mod:`.config`, :mod:`.presets`, :mod:`.cli`), the main process's
-parts (:mod:`.trainer` and what it is made of), what it reports (:mod:`.telemetry`) and the
-hooks into it (:mod:`.callbacks`)."""
+parts (:mod:`.trainer` and what it is made of), the worker process (:mod:`.worker`), what it
+reports (:mod:`.telemetry`) and the hooks into it (:mod:`.callbacks`)."""

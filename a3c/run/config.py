@@ -285,24 +285,7 @@ class A3CConfig(EngineConfig):
         finals = (self.entropy_coef_final, self.clip_range_final)
         return self.lr_schedule != "constant" or any(x is not None for x in finals)
 
-    def decay_done(self, steps: int) -> float:
-        """The share of the decays done after ``steps`` env steps (see :func:`decay_done`)."""
-        return decay_done(steps, self.total_steps, self.decay_start_steps, self.decay_start_done)
-
     def env_options(self) -> dict[str, Any]:
         """The keywords of :func:`a3c.envs.make_env` beside the id: ``--env-kwargs`` and
         ``--wrapper``s; checkpoints keep them, so a policy is always played as trained."""
         return {**self.env_kwargs, **({"wrappers": list(self.wrappers)} if self.wrappers else {})}
-
-
-def decay_done(
-    steps: int, total_steps: int, start_steps: int = 0, start_done: float = 0.0
-) -> float:
-    """The share of the linear decays done after ``steps`` env steps: ``steps / total_steps``,
-    or for a resumed run the way on from where its decays were (``start_done`` at
-    ``start_steps``) to the end of its budget: a larger --total-steps stretches what is left
-    of the decay instead of raising the rate again."""
-    span = total_steps - start_steps
-    if span <= 0:
-        return 1.0
-    return min(start_done + (1.0 - start_done) * max(steps - start_steps, 0) / span, 1.0)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from a3c.learning.learner import FIGURES
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
@@ -34,20 +35,34 @@ class Metric:
     algos: tuple[str, ...] = ("a3c", "appo")
 
 
-#: Every figure a worker reports, in message order; adding one is one line here.
+#: The losses' figures that are not logged: the share of updates whose values were flat
+#: (the trainer warns of it instead).
+UNLOGGED = ("flat_values",)
+
+
+def loss_metrics() -> tuple[Metric, ...]:
+    """Each figure a loss reports (a field of its figures record), logged as
+    ``losses/<name>`` for the algorithms whose loss reports it."""
+    names = dict.fromkeys(name for figures in FIGURES.values() for name in figures.names())
+    return tuple(
+        Metric(
+            name,
+            None if name in UNLOGGED else f"losses/{name}",
+            algos=tuple(algo for algo, figures in FIGURES.items() if name in figures.names()),
+        )
+        for name in names
+    )
+
+
+#: Every figure a worker reports, in message order: its counts, its losses' figures (a new
+#: one needs nothing here) and its steps' own.
 METRICS = (
     Metric("updates", None, SUM),
     Metric("env_steps", None, SUM),
-    Metric("policy_loss", "losses/policy_loss"),
-    Metric("value_loss", "losses/value_loss"),
-    Metric("entropy", "losses/entropy"),
-    Metric("explained_variance", "losses/explained_variance"),
-    Metric("flat_values", None),  # the share of updates whose values were flat
+    *loss_metrics(),
     Metric("grad_norm", "losses/grad_norm"),
     Metric("lr", "charts/learning_rate"),
     Metric("skipped", "charts/skipped_updates", SUM),
-    Metric("approx_kl", "losses/approx_kl", algos=("appo",)),
-    Metric("clip_fraction", "losses/clip_fraction", algos=("appo",)),
     Metric("kl_stops", "charts/kl_stops", SUM, algos=("appo",)),
 )
 STATS = tuple(m.name for m in METRICS)

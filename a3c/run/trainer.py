@@ -21,15 +21,16 @@ import numpy as np
 import torch
 
 from a3c.envs import env_spaces
-from a3c.learning.worker import SharedRun, run_worker
+from a3c.learning.schedules import decay_done
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
-from a3c.run.config import A3CConfig, decay_done
+from a3c.run.config import A3CConfig
 from a3c.run.logger import RunLogger
 from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
 from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
 from a3c.run.stopping import Targets
 from a3c.run.telemetry import RunStats, telemetry_layout
+from a3c.run.worker import SharedRun, run_worker
 from a3c.use.evaluation import build_model, score_greedy
 from hogwild.checkpoint import load_checkpoint
 from hogwild.console import Progress

@@ -1,0 +1,122 @@
+"""One worker process: act in its own environments, learn locally, update the shared model.
+
+Each rollout: copy the shared parameters into the local model, collect ``n_steps``
+batched steps of ``envs_per_worker`` environments without autograd
+(:mod:`a3c.learning.collect`), then learn from it (:mod:`a3c.learning.learner`); finished
+episodes and the learner's figures go to the main process as telemetry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from a3c.envs import make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.learner import Learner, LearnerSettings
+from a3c.learning.normalize import RunningMeanStd
+from a3c.learning.schedules import Horizon, Schedules
+from a3c.learning.settings import UpdateSettings
+from a3c.policy import ModelSpec
+from a3c.run.config import A3CConfig
+from a3c.run.telemetry import STAT, WorkerTelemetry
+from hogwild.flat import flatten_parameters
+from hogwild.optim import SharedOptimizer
+from hogwild.pool import BufferPool
+from hogwild.procs import WorkerContext
+
+__all__ = ["SharedRun", "learner_settings", "run_worker"]
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """What a run's workers share with its main process, in shared memory."""
+
+    spec: ModelSpec
+    params: torch.Tensor  # the shared model, one flat tensor
+    optimizer: SharedOptimizer
+    env_steps: torch.Tensor  # this node's steps, one row per worker
+    global_steps: torch.Tensor  # the run's count as the main process knows it (all nodes)
+    pool: BufferPool  # telemetry to the main process
+    obs_rms: RunningMeanStd | None = None
+    return_rms: RunningMeanStd | None = None
+
+
+def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
+    spec, shared, optimizer, pool = run.spec, run.params, run.optimizer, run.pool
+    env_steps, global_steps, obs_rms = run.env_steps, run.global_steps, run.obs_rms
+    T, K = cfg.n_steps, cfg.envs_per_worker
+    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
+    model = spec.build()
+    local = flatten_parameters(model)
+    telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
+    settings = learner_settings(cfg)
+    learner = Learner(settings, model, local, shared, optimizer, ctx.rank, telemetry.stats, STAT)
+
+    record = cfg.algo == "appo"  # its behaviour policy, kept while acting
+    collector = Collector(
+        envs, model, T, seed=ctx.seed, record=record,
+        return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma,
+    )  # fmt: skip
+    try:
+        while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
+            local.copy_(shared)
+            if obs_rms is not None:
+                model.set_obs_stats(*obs_rms.mean_std())
+            rollout = collector.collect()
+            for ret, length in collector.take_episodes():
+                telemetry.returns.append(ret)
+                telemetry.lengths.append(length)
+            learner.learn(rollout, _steps(env_steps, global_steps))
+            telemetry.stats[STAT["env_steps"]] += T * K
+            env_steps[ctx.rank] += T * K
+            if obs_rms is not None:
+                obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
+            if telemetry.due():
+                telemetry.send()
+    finally:
+        envs.close()
+    telemetry.send()
+
+
+def learner_settings(cfg: A3CConfig) -> LearnerSettings:
+    """The learner's settings, from the run's. ``--normalize-advantage`` unset is on for
+    APPO (per minibatch, as SB3 and CleanRL) and off for A3C (the paper's)."""
+    normalize = cfg.normalize_advantage
+    update = UpdateSettings(
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+        value_coef=cfg.value_coef,
+        entropy_coef=cfg.entropy_coef,
+        normalize_advantage=cfg.algo == "appo" if normalize is None else normalize,
+        value_loss=cfg.value_loss,
+        clip_range=cfg.clip_range,
+        clip_range_vf=cfg.clip_range_vf,
+    )
+    schedules = Schedules(
+        Horizon(cfg.total_steps, cfg.decay_start_steps, cfg.decay_start_done),
+        lr=cfg.lr,
+        lr_final=0.0 if cfg.lr_schedule == "linear" else None,
+        lr_warmup_steps=cfg.lr_warmup_steps,
+        entropy_coef_final=cfg.entropy_coef_final,
+        clip_range_final=cfg.clip_range_final,
+    )
+    return LearnerSettings(
+        algo=cfg.algo,
+        update=update,
+        schedules=schedules,
+        rollout_samples=cfg.n_steps * cfg.envs_per_worker,
+        max_grad_norm=cfg.max_grad_norm,
+        max_nonfinite=cfg.max_nonfinite,
+        epochs=cfg.epochs,
+        minibatches=cfg.minibatches,
+        recompute_advantages=cfg.recompute_advantages,
+        target_kl=cfg.target_kl,
+    )
+
+
+def _steps(env_steps: torch.Tensor, global_steps: torch.Tensor) -> int:
+    """The run's env steps so far, all nodes together: the main process publishes the
+    global count; this node's own count is fresher when it is the only node."""
+    return max(int(env_steps.sum()), int(global_steps))

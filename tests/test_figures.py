@@ -1,0 +1,80 @@
+"""Figures travel by name: a loss's record, the learner's sums and the telemetry's slots
+and TensorBoard tags agree on every figure without a list kept in step anywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import torch
+from policy_helpers import mlp
+from torch import Tensor
+
+import a3c.run.telemetry as telemetry
+from a3c.envs import make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.learner import FIGURES, Learner
+from a3c.learning.loss import A3CFigures, a3c_loss
+from a3c.run.config import A3CConfig
+from a3c.run.worker import learner_settings
+from hogwild.flat import flatten_parameters
+from hogwild.optim import OPTIMIZERS
+
+#: What users' dashboards read, per algorithm.
+COMMON_TAGS = {
+    "losses/policy_loss",
+    "losses/value_loss",
+    "losses/entropy",
+    "losses/explained_variance",
+    "losses/grad_norm",
+    "charts/learning_rate",
+    "charts/skipped_updates",
+}
+TAGS = {
+    "a3c": COMMON_TAGS,
+    "appo": COMMON_TAGS | {"losses/approx_kl", "losses/clip_fraction", "charts/kl_stops"},
+}
+
+
+@pytest.mark.parametrize("algo", sorted(TAGS))
+def test_each_algorithm_logs_the_tags_dashboards_read(algo):
+    logged = {m.tag for m in telemetry.METRICS if m.tag is not None and algo in m.algos}
+    assert logged == TAGS[algo]
+
+
+def test_every_loss_figure_has_a_telemetry_slot():
+    for figures in FIGURES.values():
+        assert set(figures.names()) <= set(telemetry.STAT)
+
+
+def test_a_new_loss_figure_is_logged_with_nothing_but_its_field(monkeypatch):
+    @dataclass(frozen=True)
+    class More(A3CFigures):
+        max_ratio: Tensor
+
+    monkeypatch.setitem(FIGURES, "a3c", More)
+    metrics = {m.name: m for m in telemetry.loss_metrics()}
+    assert metrics["max_ratio"].tag == "losses/max_ratio"
+    assert metrics["max_ratio"].algos == ("a3c",)
+    assert metrics["flat_values"].tag is None  # warned of, never logged
+
+
+def test_a_learner_sums_each_figure_into_the_slot_of_its_name():
+    cfg = A3CConfig(n_steps=8, envs_per_worker=2, optimizer="sgd", normalize_reward=False)
+    envs = make_vector_env("CartPole-v1", 2, seed=0)
+    torch.manual_seed(0)
+    model = mlp(4, 2, hidden=(8,))
+    local = flatten_parameters(model)
+    shared = local.clone()
+    optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
+    stats = np.zeros(len(telemetry.STATS))
+    settings = learner_settings(cfg)
+    learner = Learner(settings, model, local, shared, optimizer, 0, stats, telemetry.STAT)
+    rollout = Collector(envs, model, cfg.n_steps, seed=0).collect()
+    envs.close()
+    _, figures = a3c_loss(model, rollout, settings.update)
+    learner.learn(rollout, steps=0)
+    assert stats[telemetry.STAT["updates"]] == 1
+    for name in A3CFigures.names():
+        assert stats[telemetry.STAT[name]] == float(getattr(figures, name)), name

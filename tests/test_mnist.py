@@ -246,6 +246,7 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
     cases = {
         "--workers": ["--workers", "0"],
         "--batch-size": ["--batch-size", "-1"],
+        "--amp fp16 runs on CUDA only": ["--amp", "fp16"],  # a CPU device, in any case
         "MNIST files missing": ["--data-dir", nowhere, "--no-download"],
         "truncated": ["--data-dir", str(truncated)],
         "not a readable checkpoint": [*data, "--resume", str(corrupt)],

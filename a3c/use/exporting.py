@@ -66,7 +66,7 @@ def write_policy(graph: ActingGraph, path: str | Path, format: str, about: dict[
     writer = {"onnx": _onnx, "pt2": _pt2, "torchscript": _torchscript}[format]
     graph = graph.eval().requires_grad_(False)
     try:
-        with _quiet(), torch.no_grad():
+        with _quiet(), torch.no_grad(), torch.random.fork_rng(devices=[]):  # tracing may draw
             data = writer(graph, meta)
     except UsageError:
         raise
@@ -82,13 +82,12 @@ def write_policy(graph: ActingGraph, path: str | Path, format: str, about: dict[
 def signature(graph: ActingGraph) -> dict[str, Any]:
     """The inputs' and outputs' names, shapes (``"batch"`` first) and dtypes, for policy.json."""
     inputs = graph.example_inputs(_EXAMPLE_BATCH)
-    with torch.no_grad():
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
         outputs = graph(**inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     leaves = _tensors(inputs)
-    names = [*graph.obs_names, *(["h", "c"] if graph.model.recurrent else [])]
     return {
-        "inputs": [_tensor_info(n, t) for n, t in zip(names, leaves, strict=True)],
+        "inputs": [_tensor_info(n, t) for n, t in zip(graph.input_names, leaves, strict=True)],
         "outputs": [_tensor_info(n, t) for n, t in zip(graph.output_names, outputs, strict=True)],
     }
 
@@ -111,7 +110,7 @@ def _onnx(graph: ActingGraph, meta: str) -> bytes:
         graph,
         (),
         kwargs=inputs,  # keywords: a dict as the last positional is taken for keywords
-        input_names=[*graph.obs_names, *(["h", "c"] if graph.model.recurrent else [])],
+        input_names=graph.input_names,
         output_names=graph.output_names,
         dynamic_shapes=graph.batch_dims(batch),
         dynamo=True,

@@ -104,6 +104,10 @@ class ActingGraph(nn.Module):
         return [name for name, _ in _leaves(self.observation_space, "obs")]
 
     @property
+    def input_names(self) -> list[str]:
+        return self.obs_names + (["h", "c"] if self.model.recurrent else [])
+
+    @property
     def output_names(self) -> list[str]:
         names = ["actions"]
         if not self.greedy:

@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--format",
         choices=sorted(SUFFIXES),
         default=None,
-        help="the format, whatever the suffix (default: by the suffix)",
+        help="the format, instead of the one the suffix picks",
     )
     p.add_argument(
         "--stochastic",

@@ -5,21 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 import pytest
-import torch
-from policy_helpers import mlp
+from test_ppo import _learner
 from torch import Tensor
 
 import a3c.run.telemetry as telemetry
-from a3c.envs import make_vector_env
-from a3c.learning.collect import Collector
-from a3c.learning.learner import FIGURES, Learner
+from a3c.learning.learner import FIGURES
 from a3c.learning.loss import A3CFigures, a3c_loss
 from a3c.run.config import A3CConfig
-from a3c.run.worker import learner_settings
-from hogwild.flat import flatten_parameters
-from hogwild.optim import OPTIMIZERS
 
 #: What users' dashboards read, per algorithm.
 COMMON_TAGS = {
@@ -61,20 +54,10 @@ def test_a_new_loss_figure_is_logged_with_nothing_but_its_field(monkeypatch):
 
 
 def test_a_learner_sums_each_figure_into_the_slot_of_its_name():
-    cfg = A3CConfig(n_steps=8, envs_per_worker=2, optimizer="sgd", normalize_reward=False)
-    envs = make_vector_env("CartPole-v1", 2, seed=0)
-    torch.manual_seed(0)
-    model = mlp(4, 2, hidden=(8,))
-    local = flatten_parameters(model)
-    shared = local.clone()
-    optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
-    stats = np.zeros(len(telemetry.STATS))
-    settings = learner_settings(cfg)
-    learner = Learner(settings, model, local, shared, optimizer, 0, stats, telemetry.STAT)
-    rollout = Collector(envs, model, cfg.n_steps, seed=0).collect()
-    envs.close()
-    _, figures = a3c_loss(model, rollout, settings.update)
+    cfg = A3CConfig(n_steps=8, envs_per_worker=2, normalize_reward=False)
+    learner, rollout, _ = _learner(cfg)
+    _, figures = a3c_loss(learner.model, rollout, learner.settings.update)
     learner.learn(rollout, steps=0)
-    assert stats[telemetry.STAT["updates"]] == 1
+    assert learner.stats[telemetry.STAT["updates"]] == 1
     for name in A3CFigures.names():
-        assert stats[telemetry.STAT[name]] == float(getattr(figures, name)), name
+        assert learner.stats[telemetry.STAT[name]] == float(getattr(figures, name)), name

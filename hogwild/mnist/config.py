@@ -40,8 +40,8 @@ class MnistConfig(EngineConfig):
     )
     amp: str = setting(
         "off",
-        "run the forward pass and loss under autocast: bf16 (CPU or CUDA) or fp16 (CUDA, "
-        "with a GradScaler); parameters, optimizer state and steps stay fp32",
+        "run the forward pass and loss under autocast: bf16, or fp16 with a GradScaler (ddp "
+        "mode with a GPU per rank only); parameters, optimizer state and steps stay fp32",
         group=TRAIN,
         choices=("off", "bf16", "fp16"),
     )

@@ -5,7 +5,8 @@
 - Python: :mod:`a3c.api` (``from a3c.api import config_for, train, evaluate, Policy``).
 - Rooms: :mod:`a3c.envs` (environments), :mod:`a3c.policy` (the network),
   :mod:`a3c.learning` (what a worker does), :mod:`a3c.run` (settings and the main
-  process), :mod:`a3c.use` (scoring and using a saved policy).
+  process), :mod:`a3c.use` (scoring and using a saved policy); :mod:`a3c.actions`, the
+  action spec that the envs give the policy and checkpoints keep.
 
 ``import a3c`` imports nothing else (no torch, no gymnasium).
 """

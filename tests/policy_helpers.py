@@ -8,12 +8,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from a3c.actions import DiscreteActions
 from a3c.policy import ActorCritic, ModelSpec
 
 
 def mlp(obs_dim: int, n_actions: int, **kw: Any) -> ActorCritic:
     """An MLP actor-critic over ``obs_dim`` floats picking one of ``n_actions``."""
-    return ModelSpec((obs_dim,), {"type": "discrete", "n": n_actions}, **kw).build()
+    return ModelSpec((obs_dim,), DiscreteActions(n_actions), **kw).build()
 
 
 class SpaceEnv(gym.Env):

@@ -14,6 +14,7 @@ import torch
 from gymnasium import spaces
 from policy_helpers import mlp
 
+from a3c.actions import DiscreteActions
 from a3c.envs import env_spaces, final_observations, make_env, make_vector_env
 from a3c.learning.returns import gae, next_state_values
 from a3c.policy import ModelSpec, log_prob_entropy, sample_actions
@@ -185,7 +186,7 @@ def test_model_spec_rebuilds_the_exact_model() -> None:
     model = mlp(6, 3, hidden=(16,), activation="relu")
     spec = ModelSpec.from_dict(json.loads(json.dumps(model.spec.to_dict())))
     assert spec == model.spec
-    assert spec == ModelSpec((6,), {"type": "discrete", "n": 3}, hidden=(16,), activation="relu")
+    assert spec == ModelSpec((6,), DiscreteActions(3), hidden=(16,), activation="relu")
     # A checkpoint from before the policy had parts reads as the same model.
     old = {"obs_dim": 6, "n_actions": 3, "hidden": [16], "activation": "relu"}
     assert ModelSpec.from_dict(old) == spec
@@ -278,8 +279,9 @@ def test_bad_env_kwargs_and_env_count_are_usage_errors() -> None:
 
 def _dims(s) -> tuple[int, int]:  # noqa: ANN001
     """(obs_dim, n_actions) of a float-vector, Discrete-action env's EnvSpaces."""
-    assert s.obs_dtype == "float32" and len(s.obs_shape) == 1 and s.action["type"] == "discrete"
-    return s.obs_shape[0], s.action["n"]
+    assert s.obs_dtype == "float32" and len(s.obs_shape) == 1
+    assert isinstance(s.action, DiscreteActions)
+    return s.obs_shape[0], s.action.n
 
 
 def test_module_prefixed_ids_import_and_register(tmp_path, monkeypatch) -> None:  # noqa: ANN001

@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 pytest.importorskip("ale_py", reason='needs the atari extra: pip install -e ".[atari]"')
 cv2 = pytest.importorskip("cv2", reason='needs OpenCV (atari extra): pip install -e ".[atari]"')
 
+from a3c.actions import DiscreteActions  # noqa: E402
 from a3c.envs.atari import (  # noqa: E402
     atari_make_kwargs,
     is_atari_id,
@@ -276,7 +277,7 @@ def test_make_env_registers_and_wraps():
     env.close()
     spaces = env_spaces("ALE/Pong-v5")
     assert spaces.obs_shape == (4, 84, 84) and spaces.obs_dtype == "uint8"
-    assert spaces.action == {"type": "discrete", "n": 6}
+    assert spaces.action == DiscreteActions(6)
 
 
 def test_make_env_errors_for_atari_ids(monkeypatch):

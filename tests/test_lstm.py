@@ -10,6 +10,7 @@ import torch
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from a3c.actions import DiscreteActions
 from a3c.learning.collect import Collector
 from a3c.policy import ModelSpec
 
@@ -50,7 +51,7 @@ def _envs() -> SyncVectorEnv:
 
 def _model():
     torch.manual_seed(0)
-    return ModelSpec((2,), {"type": "discrete", "n": 2}, hidden=(8,), lstm=6).build()
+    return ModelSpec((2,), DiscreteActions(2), hidden=(8,), lstm=6).build()
 
 
 def _reference_states(model, steps: int):
@@ -126,11 +127,11 @@ def test_lstm_spec_round_trips_and_refuses_separate_nets():
     spec = ModelSpec.from_dict(model.spec.to_dict())
     assert spec.lstm == 6 and spec.build().recurrent
     with pytest.raises(ValueError, match="separate"):
-        ModelSpec((2,), {"type": "discrete", "n": 2}, lstm=4, separate=True).build()
+        ModelSpec((2,), DiscreteActions(2), lstm=4, separate=True).build()
 
 
 def test_an_lstm_on_images_acts_and_unrolls():
-    spec = ModelSpec((4, 10, 10), {"type": "discrete", "n": 3}, "uint8", lstm=8)
+    spec = ModelSpec((4, 10, 10), DiscreteActions(3), "uint8", lstm=8)
     model = spec.build()
     assert model.recurrent and model.encoder is not None
     obs = torch.randint(0, 256, (3, 2, 4, 10, 10), dtype=torch.uint8)  # T=3, K=2

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from a3c.actions import DiscreteActions
 from a3c.envs import env_spaces, make_env
 from a3c.envs.minatar import is_minatar_id, register_minatar_envs, wrap_minatar
 from hogwild.errors import UsageError
@@ -65,4 +66,4 @@ def test_make_env_registers_and_wraps():
     env.close()
     spaces = env_spaces("MinAtar/Breakout-v1")
     assert spaces.obs_shape == (4, 10, 10) and spaces.obs_dtype == "uint8"
-    assert spaces.action == {"type": "discrete", "n": 3}
+    assert spaces.action == DiscreteActions(3)

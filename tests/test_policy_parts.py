@@ -12,6 +12,13 @@ import torch.distributions as D
 from gymnasium import spaces
 from policy_helpers import SpaceEnv, register_space_env
 
+from a3c.actions import (
+    BoxActions,
+    DiscreteActions,
+    MultiBinaryActions,
+    MultiDiscreteActions,
+    action_spec_from_dict,
+)
 from a3c.envs import env_spaces, make_env, make_vector_env
 from a3c.envs.spaces import action_spec
 from a3c.policy import ModelSpec
@@ -121,7 +128,7 @@ def test_greedy_actions():
 def test_clipping_gives_the_env_in_bound_actions_and_the_loss_the_sampled_ones():
     """The worker's composition: act() stores raw draws, to_env() clips, the loss scores
     the raw draw (so its log-probability is the one that was sampled)."""
-    spec = ModelSpec((3,), {"type": "box", "low": [-0.5], "high": [0.5]}, log_std_init=1.0)
+    spec = ModelSpec((3,), BoxActions((-0.5,), (0.5,)), log_std_init=1.0)
     model = spec.build()
     obs = torch.randn(500, 3)
     with torch.no_grad():
@@ -138,19 +145,49 @@ def test_clipping_gives_the_env_in_bound_actions_and_the_loss_the_sampled_ones()
     assert free.to_env(torch.tensor([[1e6]])).item() == 1e6
 
 
+SPECS = (
+    DiscreteActions(4),
+    MultiDiscreteActions((3, 4)),
+    MultiBinaryActions(3),
+    BoxActions((-1.0,), (1.0,)),
+)
+
+
 def test_distribution_speed_is_not_asserted_but_each_one_runs_on_a_batch_of_8():
-    for spec in (
+    for spec in SPECS:
+        model = ModelSpec((4,), spec).build()
+        a = model.act(torch.randn(8, 4))
+        assert a.shape == (8, *model.dist.action_shape) and a.dtype == model.dist.action_dtype
+    for bad in (BoxActions((), ()), DiscreteActions(0), {"type": "discrete", "n": 4}):
+        with pytest.raises(UsageError, match="malformed action space description"):
+            make_distribution(bad)
+
+
+def test_action_specs_travel_as_the_plain_dicts_checkpoints_keep():
+    plain = [
         {"type": "discrete", "n": 4},
         {"type": "multi_discrete", "nvec": [3, 4]},
         {"type": "multi_binary", "n": 3},
         {"type": "box", "low": [-1.0], "high": [1.0]},
+    ]
+    assert [spec.to_dict() for spec in SPECS] == plain
+    assert [action_spec_from_dict(d) for d in plain] == list(SPECS)
+    assert MultiDiscreteActions([3, 4]) == SPECS[1] and BoxActions([-1], [1]) == SPECS[3]
+    assert ModelSpec((4,), plain[1]).action == SPECS[1]  # as from JSON: kept as its record
+    for bad in (
+        "discrete",
+        None,
+        {"n": 2},
+        {"type": "discrete", "n": True},
+        {"type": "multi_discrete", "nvec": (3, 2)},  # a checkpoint holds lists
+        {"type": "box", "low": [-1.0, 0.0], "high": [1.0]},
+        {"type": "gaussian", "n": 2},
     ):
-        model = ModelSpec((4,), spec).build()
-        a = model.act(torch.randn(8, 4))
-        assert a.shape == (8, *model.dist.action_shape) and a.dtype == model.dist.action_dtype
-        for bad in ({"type": "box", "low": [], "high": []}, {"type": "discrete", "n": 0}, []):
-            with pytest.raises(UsageError):
-                make_distribution(bad)
+        with pytest.raises(UsageError) as e:
+            action_spec_from_dict(bad)
+        assert str(e.value) == f"malformed action space description {bad!r}"
+    with pytest.raises(ValueError, match=r"description \{'type': 'discrete', 'n': 0\}$"):
+        ModelSpec((4,), DiscreteActions(0)).build()
 
 
 # ----------------------------------------------------------------------------- spaces
@@ -183,7 +220,7 @@ def test_dict_observations_flatten_and_actions_become_zero_based_vectors():
     s = env_spaces("HogwildSpacesAll-v0")
     # 4 (Box 2x2) + 3 (Discrete one-hot) + 2 (MultiBinary) + 2 + 5 (Tuple) = 16 floats.
     assert s.obs_shape == (16,) and s.obs_dtype == "float32"
-    assert s.action == {"type": "multi_discrete", "nvec": [2, 3, 4, 2]}
+    assert s.action == MultiDiscreteActions((2, 3, 4, 2))
     env = make_env("HogwildSpacesAll-v0", seed=0)
     obs, _ = env.reset()
     assert obs.dtype == np.float32 and obs.shape == (16,)
@@ -195,7 +232,7 @@ def test_dict_observations_flatten_and_actions_become_zero_based_vectors():
 
 def test_box_actions_of_any_shape_and_infinite_bounds(caplog):
     s = env_spaces("HogwildSpacesBox2D-v0")
-    assert s.action == {"type": "box", "low": [-1.0] * 4, "high": [1.0] * 4}
+    assert s.action == BoxActions((-1.0,) * 4, (1.0,) * 4)
     env = make_env("HogwildSpacesBox2D-v0", seed=0)
     env.reset()
     env.step(np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32))
@@ -204,13 +241,13 @@ def test_box_actions_of_any_shape_and_infinite_bounds(caplog):
     with caplog.at_level("WARNING"):
         s = env_spaces("HogwildSpacesInfBox-v0")
     assert "infinite bounds" in caplog.text
-    assert s.action["low"] == [-math.inf] * 2
-    assert action_spec(spaces.MultiBinary([2, 3])) == {"type": "multi_binary", "n": 6}
+    assert s.action.low == (-math.inf,) * 2
+    assert action_spec(spaces.MultiBinary([2, 3])) == MultiBinaryActions(6)
 
 
 def test_pendulum_is_a_box_of_one_and_steps_with_clipped_actions():
     s = env_spaces("Pendulum-v1")
-    assert s.obs_shape == (3,) and s.action == {"type": "box", "low": [-2.0], "high": [2.0]}
+    assert s.obs_shape == (3,) and s.action == BoxActions((-2.0,), (2.0,))
     envs = make_vector_env("Pendulum-v1", 2, seed=0)
     envs.reset(seed=0)
     model = ModelSpec(s.obs_shape, s.action, log_std_init=2.0).build()
@@ -248,6 +285,6 @@ def test_images_stay_bytes_and_get_a_conv_encoder(env_id, shape, channels_last):
     obs, _ = env.reset()
     assert obs.dtype == np.uint8 and obs.shape == shape and set(np.unique(obs)) <= set(range(256))
     pi, v = model(torch.from_numpy(np.stack([obs, obs])))
-    assert pi.shape == (2, s.action["n"]) and v.shape == (2,)
+    assert pi.shape == (2, s.action.n) and v.shape == (2,)
     with pytest.raises(UsageError, match="shared conv net"):
         ModelSpec(s.obs_shape, s.action, s.obs_dtype, separate=True).check(UsageError)

@@ -10,6 +10,7 @@ import torch
 from policy_helpers import mlp
 from test_normalize_loss import GAMMA, _hand_targets, _model, _rollout
 
+from a3c.actions import DiscreteActions
 from a3c.envs import make_vector_env
 from a3c.learning.learner import Learner
 from a3c.learning.loss import a3c_loss
@@ -98,7 +99,7 @@ def test_minibatches_cover_every_sample_or_every_sequence_once():
 
 
 def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
-    spec = ModelSpec((2,), {"type": "discrete", "n": 2}, hidden=(4,), lstm=3)
+    spec = ModelSpec((2,), DiscreteActions(2), hidden=(4,), lstm=3)
     torch.manual_seed(0)
     model = spec.build()
     r = _rollout()

@@ -19,6 +19,13 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 
+from a3c.actions import (
+    ActionSpec,
+    BoxActions,
+    DiscreteActions,
+    MultiBinaryActions,
+    MultiDiscreteActions,
+)
 from hogwild.errors import UsageError
 
 __all__ = ["EnvSpaces", "action_spec", "adapt_spaces", "describe_spaces"]
@@ -166,7 +173,7 @@ class EnvSpaces(NamedTuple):
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
-    action: dict[str, Any]
+    action: ActionSpec
 
 
 def describe_spaces(env: gym.Env) -> EnvSpaces:
@@ -175,17 +182,15 @@ def describe_spaces(env: gym.Env) -> EnvSpaces:
     return EnvSpaces(tuple(obs.shape), np.dtype(obs.dtype).name, action_spec(env.action_space))
 
 
-def action_spec(space: spaces.Space) -> dict[str, Any]:
-    """The plain dict that describes an adapted (0-based, 1-D) action space for the policy:
-    ``{"type": "discrete", "n": 4}``, ``{"type": "multi_discrete", "nvec": [3, 2]}``,
-    ``{"type": "multi_binary", "n": 5}`` or ``{"type": "box", "low": [...], "high": [...]}``.
-    """
+def action_spec(space: spaces.Space) -> ActionSpec:
+    """The record (:mod:`a3c.actions`) that describes an adapted (0-based, 1-D) action space
+    for the policy."""
     if isinstance(space, spaces.Discrete):
-        return {"type": "discrete", "n": int(space.n)}
+        return DiscreteActions(int(space.n))
     if isinstance(space, spaces.MultiDiscrete):
-        return {"type": "multi_discrete", "nvec": [int(n) for n in space.nvec.reshape(-1)]}
+        return MultiDiscreteActions(tuple(int(n) for n in space.nvec.reshape(-1)))
     if isinstance(space, spaces.MultiBinary):
-        return {"type": "multi_binary", "n": int(np.prod(space.shape))}
+        return MultiBinaryActions(int(np.prod(space.shape)))
     if isinstance(space, spaces.Box):
         low, high = space.low.reshape(-1), space.high.reshape(-1)
         if not (np.isfinite(low).all() and np.isfinite(high).all()):
@@ -193,7 +198,7 @@ def action_spec(space: spaces.Space) -> dict[str, Any]:
                 "action space %s has infinite bounds: Gaussian draws go to the env unclipped",
                 space,
             )
-        return {"type": "box", "low": low.tolist(), "high": high.tolist()}
+        return BoxActions(tuple(low.tolist()), tuple(high.tolist()))
     raise UsageError(f"action space {space} is not supported")
 
 

@@ -12,6 +12,7 @@ head's policy rows; a Gaussian's log-std is a parameter of its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -21,7 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from a3c.policy.distributions import ActionDistribution, check_action_spec, make_distribution
+from a3c.actions import ActionSpec, action_spec_from_dict, check_action_spec
+from a3c.policy.distributions import ActionDistribution, make_distribution
 from a3c.policy.encoders import ENCODERS, conv_encoder
 from hogwild.errors import UsageError
 
@@ -46,7 +48,7 @@ class ModelSpec:
     """
 
     obs_shape: tuple[int, ...]
-    action: dict[str, Any]
+    action: ActionSpec
     obs_dtype: str = "float32"
     hidden: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
@@ -69,9 +71,13 @@ class ModelSpec:
         return self.image and self.obs_shape[2] < min(self.obs_shape[:2])
 
     def __post_init__(self) -> None:
-        # Accept lists (e.g. from JSON) but store tuples.
+        # Accept lists and the action's plain dict (e.g. from JSON) but store tuples and its
+        # record; a malformed dict stays as given, for check() to name in its turn.
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape))
         object.__setattr__(self, "hidden", tuple(self.hidden))
+        if isinstance(self.action, dict):
+            with contextlib.suppress(UsageError):
+                object.__setattr__(self, "action", action_spec_from_dict(self.action))
 
     @property
     def obs_dim(self) -> int:
@@ -85,6 +91,7 @@ class ModelSpec:
         """A JSON-friendly dict; :meth:`from_dict` inverts it."""
         d = dataclasses.asdict(self)
         d["obs_shape"], d["hidden"] = list(self.obs_shape), list(self.hidden)
+        d["action"] = self.action.to_dict()
         return d
 
     @classmethod

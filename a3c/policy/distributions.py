@@ -6,20 +6,27 @@ so each is written for per-call overhead, not generality: no ``torch.distributio
 object is built on the acting path (that costs more than the whole MLP forward at batch
 8), and the formulas are checked against ``torch.distributions`` in the tests.
 
-An action space comes described by a plain dict (:func:`a3c.envs.spaces.action_spec`),
-which checkpoints keep.
+An action space comes described by one of :mod:`a3c.actions`' records
+(:func:`a3c.envs.spaces.action_spec`); checkpoints keep its plain dict.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from a3c.actions import (
+    ActionSpec,
+    BoxActions,
+    DiscreteActions,
+    MultiBinaryActions,
+    MultiDiscreteActions,
+    check_action_spec,
+)
 from hogwild.errors import UsageError
 
 __all__ = [
@@ -28,7 +35,6 @@ __all__ = [
     "Categorical",
     "DiagGaussian",
     "MultiCategorical",
-    "check_action_spec",
     "log_prob_entropy",
     "make_distribution",
     "sample_actions",
@@ -226,42 +232,17 @@ class DiagGaussian(ActionDistribution):
         return a
 
 
-def _positive_ints(xs: Any) -> bool:
-    return (
-        isinstance(xs, list)
-        and len(xs) > 0
-        and all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in xs)
-    )
-
-
-def check_action_spec(spec: Any, error: type[Exception] = UsageError) -> None:
-    """Raise ``error`` in one line unless ``spec`` is a well-formed action dict."""
-    kind = spec.get("type") if isinstance(spec, dict) else None
-    ok = {
-        "discrete": lambda: _positive_ints([spec.get("n")]),
-        "multi_binary": lambda: _positive_ints([spec.get("n")]),
-        "multi_discrete": lambda: _positive_ints(spec.get("nvec")),
-        "box": lambda: (
-            isinstance(spec.get("low"), list)
-            and isinstance(spec.get("high"), list)
-            and 0 < len(spec["low"]) == len(spec["high"])
-            and all(isinstance(v, (int, float)) for v in spec["low"] + spec["high"])
-        ),
-    }.get(kind)
-    if ok is None or not ok():
-        raise error(f"malformed action space description {spec!r}")
-
-
 def make_distribution(
-    spec: dict[str, Any], log_std_init: float = 0.0, squash: bool = False
+    spec: ActionSpec, log_std_init: float = 0.0, squash: bool = False
 ) -> ActionDistribution:
-    """The distribution for an action dict (checked: malformed input is a UsageError)."""
+    """The distribution for an action spec (checked: malformed input is a UsageError)."""
     check_action_spec(spec)
-    kind = spec["type"]
-    if kind == "discrete":
-        return Categorical(spec["n"])
-    if kind == "multi_discrete":
-        return MultiCategorical(spec["nvec"])
-    if kind == "multi_binary":
-        return Bernoulli(spec["n"])
-    return DiagGaussian(spec["low"], spec["high"], log_std_init, squash)
+    match spec:
+        case DiscreteActions(n=n):
+            return Categorical(n)
+        case MultiDiscreteActions(nvec=nvec):
+            return MultiCategorical(list(nvec))
+        case MultiBinaryActions(n=n):
+            return Bernoulli(n)
+        case BoxActions(low=low, high=high):
+            return DiagGaussian(list(low), list(high), log_std_init, squash)

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from a3c.actions import ActionSpec
 from a3c.envs.spaces import EnvSpaces
 from a3c.learning.normalize import RunningMeanStd, mean_std_of
 from a3c.policy import ModelSpec
@@ -40,6 +41,11 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     )
     spec.check(UsageError)
     return spec
+
+
+def _shown(value: Any) -> Any:
+    """A field of a :class:`ModelSpec` as a message names it: the action as its plain dict."""
+    return value.to_dict() if isinstance(value, ActionSpec) else value
 
 
 class SharedModel:
@@ -75,7 +81,8 @@ class SharedModel:
         saved = ModelSpec.from_dict(ckpt["model_spec"])
         if saved != self.spec:
             differs = ", ".join(
-                f"{f.name} {getattr(saved, f.name)!r} (this run: {getattr(self.spec, f.name)!r})"
+                f"{f.name} {_shown(getattr(saved, f.name))!r} "
+                f"(this run: {_shown(getattr(self.spec, f.name))!r})"
                 for f in dataclasses.fields(saved)
                 if getattr(saved, f.name) != getattr(self.spec, f.name)
             )

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
+from a3c.actions import ActionSpec, BoxActions, MultiDiscreteActions
 from a3c.envs import env_spaces
 from a3c.policy import ActorCritic, ModelSpec
 from a3c.use.evaluation import play_episodes
@@ -54,11 +55,11 @@ def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
     return SavedPolicy(model.eval(), env_id, env_kwargs)
 
 
-def _action_text(action: dict) -> str:
-    if action["type"] == "box":
-        return f"Box of {len(action['low'])}"
-    size = action.get("n", action.get("nvec"))
-    return f"{action['type']} {size}"
+def _action_text(action: ActionSpec) -> str:
+    if isinstance(action, BoxActions):
+        return f"Box of {len(action.low)}"
+    size = list(action.nvec) if isinstance(action, MultiDiscreteActions) else action.n
+    return f"{action.kind} {size}"
 
 
 def evaluate(

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 import torch.multiprocessing as mp
@@ -25,12 +26,23 @@ from hogwild.flat import flatten_buffers, flatten_parameters
 from hogwild.pool import BufferPool
 from hogwild.procs import FailurePolicy, WorkerContext, WorkerGroup
 
+if TYPE_CHECKING:
+    from multiprocessing.queues import SimpleQueue
+
 log = logging.getLogger(__name__)
 
 ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
-#: What was offered: ``params`` (and ``buffers``) exactly as sent, the ``step`` it was
-#: offered at and, under ``kept``, whatever the caller asked to keep with it.
-Snapshot = dict[str, Any]
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """What was offered: ``params`` (and ``buffers``) exactly as sent, the ``step`` it was
+    offered at and, under ``kept``, whatever the caller asked to keep with it."""
+
+    params: torch.Tensor
+    step: int
+    kept: Any = None
+    buffers: torch.Tensor | None = None
 
 
 # The two messages the evaluator sends back on its results queue (defined at module level,
@@ -74,7 +86,7 @@ def _evaluate_forever(
     build: Callable[[], nn.Module],
     score: ScoreFn,
     pool: BufferPool,
-    results: Any,
+    results: SimpleQueue[Started | Scored],
     device: str,
 ) -> None:
     dev = torch.device(device)
@@ -195,8 +207,8 @@ class Evaluator:
                 msg["buffers"].copy_(buffers)
             # Keep exactly what is sent (not the live vector, which workers keep writing),
             # so the caller can checkpoint the parameters behind a score.
-            snapshot: Snapshot = {k: msg[k].clone() for k in ("params", "buffers") if k in msg}
-            self.snapshots[self._seq] = {**snapshot, "step": step, "kept": kept}
+            sent = msg["buffers"].clone() if "buffers" in msg else None
+            self.snapshots[self._seq] = Snapshot(msg["params"].clone(), step, kept, sent)
         while len(self.snapshots) > self.pool.slots + 2:
             self.snapshots.pop(next(iter(self.snapshots)))
         return True
@@ -209,7 +221,7 @@ class Evaluator:
     ) -> list[tuple[int, dict[str, float], Snapshot | None]]:
         """Scores that arrived, as ``(step, metrics, snapshot scored)``; checks the process.
 
-        The snapshot (``{"params": ..., "buffers": ...}``) is None if it was dropped from
+        The :class:`Snapshot` is None if it was dropped from
         the short history kept here; a caller must not save anything else in its place.
         """
         out = self._read(self.results)
@@ -218,7 +230,9 @@ class Evaluator:
         self._backlog = []
         return out
 
-    def _read(self, results: Any) -> list[tuple[int, dict[str, float], Snapshot | None]]:
+    def _read(
+        self, results: SimpleQueue[Started | Scored]
+    ) -> list[tuple[int, dict[str, float], Snapshot | None]]:
         out = []
         while not results.empty():
             msg: Started | Scored = results.get()

@@ -255,8 +255,8 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
     for step, metrics, snapshot in scores:
         expected = offered[step]
         # What was scored, kept for checkpointing: the probe has no buffers, so params only.
-        assert snapshot.keys() == {"params", "step", "kept"} and snapshot["step"] == step
-        assert torch.equal(snapshot["params"], expected)
+        assert snapshot.buffers is None and snapshot.step == step
+        assert torch.equal(snapshot.params, expected)
         want = _expected_metrics(expected, step)
         assert metrics["pid"] == proc.pid
         assert metrics["step"] == step

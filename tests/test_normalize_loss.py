@@ -570,11 +570,10 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
         scores += ev.collect(wait(ev.waitables(), timeout=0.5))
     [(step, metrics, snapshot)] = scores
     assert step == 7
-    assert snapshot.keys() == {"params", "buffers", "step", "kept"}
-    assert snapshot["step"] == 7 and snapshot["kept"] == {"note": "kept"}
-    assert torch.equal(snapshot["params"], offered["params"])
-    assert torch.equal(snapshot["buffers"], offered["buffers"])
-    assert snapshot["params"].data_ptr() != params.data_ptr()
+    assert snapshot.step == 7 and snapshot.kept == {"note": "kept"}
+    assert torch.equal(snapshot.params, offered["params"])
+    assert torch.equal(snapshot.buffers, offered["buffers"])
+    assert snapshot.params.data_ptr() != params.data_ptr()
     # ...and what the evaluator scored was that same snapshot, buffers included.
     assert metrics["shift_sum"] == float(offered["buffers"][:4].sum()) == 6.0
     assert metrics["scale_first"] == 4.0
@@ -595,9 +594,9 @@ def test_evaluator_snapshot_history_is_bounded():
         ]
         assert sent == [True, True, False, False]
         assert called == [0, 1]  # what is kept is made only for a snapshot that is sent
-        assert [s["step"] for s in ev.snapshots.values()] == [0, 1]
-        assert list(ev.snapshots.values())[1]["params"].tolist() == [1.0] * 10
-        assert not list(ev.snapshots.values())[0]["buffers"].any()
+        assert [s.step for s in ev.snapshots.values()] == [0, 1]
+        assert list(ev.snapshots.values())[1].params.tolist() == [1.0] * 10
+        assert not list(ev.snapshots.values())[0].buffers.any()
     finally:
         ev.stop(timeout=5)
 
@@ -620,6 +619,6 @@ def test_two_offers_at_one_step_each_meet_their_own_score(evaluator):
     assert [step for step, _, _ in scores] == [5, 5]
     for _, metrics, snapshot in scores:
         assert snapshot is not None
-        sent = {"first": first, "second": second}[snapshot["kept"]]
-        assert torch.equal(snapshot["params"], sent)
+        sent = {"first": first, "second": second}[snapshot.kept]
+        assert torch.equal(snapshot.params, sent)
         assert metrics["param_sum"] == pytest.approx(float(sent.sum()), abs=1e-4)

@@ -123,9 +123,9 @@ class SharedModel:
     def snapshot_model(self, snapshot: Snapshot) -> dict[str, torch.Tensor]:
         """The state dict of an evaluated snapshot's parameters (and buffers)."""
         model = self.spec.build()
-        flatten_parameters(model).copy_(snapshot["params"])
-        if "buffers" in snapshot:
-            flatten_buffers(model).copy_(snapshot["buffers"])
+        flatten_parameters(model).copy_(snapshot.params)
+        if snapshot.buffers is not None:
+            flatten_buffers(model).copy_(snapshot.buffers)
         return model.state_dict()
 
     def local_statistics(self) -> torch.Tensor | None:

@@ -382,7 +382,7 @@ class A3CRun:
                 self.progress.print(f"a callback raised {type(e).__name__}: {e}; stopping")
             return False
 
-    def checkpoint_state(self, snapshot: Snapshot | None = None, **extra) -> dict[str, Any]:
+    def checkpoint_state(self, snapshot: Snapshot | None = None, **extra: Any) -> dict[str, Any]:
         """What a checkpoint holds: the live model and run, or an evaluated ``snapshot``
         with what was kept when it was offered (optimizer, statistics, steps, history)."""
         if snapshot is None:
@@ -390,7 +390,7 @@ class A3CRun:
             state = self._run_state()
             self.shared.sync_obs_stats(state)  # the statistics saved beside it, read once
             return {"model": self.model.state_dict(), **state, **extra}
-        return {"model": self.shared.snapshot_model(snapshot), **snapshot["kept"], **extra}
+        return {"model": self.shared.snapshot_model(snapshot), **snapshot.kept, **extra}
 
     def _run_state(self) -> dict[str, Any]:
         """Everything a checkpoint holds but the model, as of now (copies, not views)."""

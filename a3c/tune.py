@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from a3c.envs.make import env_spaces
 from a3c.policy import ModelSpec
+from a3c.run.callbacks import RunEvent
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from a3c.run.presets import config_for
 from hogwild.cli import run_cli
@@ -160,7 +161,7 @@ class CurveScore:
         self.reported = 0  # the last step (whole second) reported: Optuna takes one each
         self.pruned = False
 
-    def __call__(self, event: Any) -> bool | None:
+    def __call__(self, event: RunEvent) -> bool | None:
         if event.kind != "log" or event.mean_return_100 is None:
             return None
         now, mean = float(event.seconds), float(event.mean_return_100)

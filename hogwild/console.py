@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import time
+from typing import TextIO
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,7 +40,7 @@ class Progress:
     BAR = "{desc}  {percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}]"
     COUNT = "{desc}  {n_fmt} [{elapsed}, {rate_fmt}]"  # no total known
 
-    def __init__(self, every: float = 1.0, stream=None) -> None:
+    def __init__(self, every: float = 1.0, stream: TextIO | None = None) -> None:
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty()
         self.every = every
@@ -126,7 +127,7 @@ class _AboveBar(logging.Handler):
             self.handleError(record)
 
 
-def _columns(stream) -> int:
+def _columns(stream: TextIO) -> int:
     try:
         return os.get_terminal_size(stream.fileno()).columns
     except (OSError, ValueError, AttributeError, io.UnsupportedOperation):

@@ -18,12 +18,16 @@ from __future__ import annotations
 import datetime
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 
 from hogwild.errors import UsageError
+
+_T = TypeVar("_T")
 
 
 def launched_by_torchrun() -> bool:
@@ -152,7 +156,7 @@ class NodeSync:
         if dist.is_initialized():
             dist.destroy_process_group()
 
-    def _guard(self, fn):
+    def _guard(self, fn: Callable[[], _T]) -> _T:
         try:
             return fn()
         except (RuntimeError, dist.DistBackendError) as e:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
 
 import torch
@@ -126,7 +127,9 @@ class BufferPool:
     pool pickled to another process (a spawned consumer) starts out holding nothing.
     """
 
-    def __init__(self, layout: Layout, producers: int, slots: int = 4, ctx=None) -> None:
+    def __init__(
+        self, layout: Layout, producers: int, slots: int = 4, ctx: BaseContext | None = None
+    ) -> None:
         if producers < 1 or slots < 1:
             raise ValueError("a pool needs at least one producer and one slot each")
         self._ctx = ctx or mp.get_context()

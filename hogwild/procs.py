@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 
 import numpy as np
 import torch
@@ -59,7 +60,7 @@ class StopFlag:
     shared byte read or written whole cannot be left half-done.
     """
 
-    def __init__(self, ctx) -> None:
+    def __init__(self, ctx: BaseContext) -> None:
         self._value = ctx.RawValue(ctypes.c_bool, False)
 
     def set(self) -> None:

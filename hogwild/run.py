@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -164,7 +164,7 @@ class RunLoop:
         wait_timeout: float = 0.1,
         time_limit: float | None = None,
         checkpoint_every: float | None = None,
-        warn: Any = None,
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         self.cfg, self.prog, self.layout = cfg, prog, layout
         self.progress = progress or Progress()

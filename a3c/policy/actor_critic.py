@@ -286,7 +286,9 @@ class ActorCritic(nn.Module):
     def recurrent(self) -> bool:
         return self.lstm is not None
 
-    def initial_state(self, batch: int, device: Any = None) -> tuple[Tensor, Tensor]:
+    def initial_state(
+        self, batch: int, device: torch.device | str | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The LSTM's zero state for ``batch`` envs: ``(h, c)``, each ``[batch, size]``."""
         size = self.spec.lstm
         return torch.zeros(batch, size, device=device), torch.zeros(batch, size, device=device)

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from a3c.envs.families import family_of
-
-if TYPE_CHECKING:
-    from suite import ReturnRun
+from a3c.run.record import Solved
 
 #: Agent steps per emulator frame for Atari: the presets' frame skip.
 FRAME_SKIP = 4
+
+
+class Trained(Protocol):
+    """What a family's table reads of one run (``suite.py``'s ``ReturnRun``)."""
+
+    final: float
+    best: float
+    seconds: float
+    env_steps: int
+    greedy: float | None
+    solved_at: Solved | None
 
 
 @dataclass(frozen=True)
@@ -136,7 +145,7 @@ class FamilyRun:
     entry: FamilyEnv
     budget: Budget  # the one it ran with
     seed: int
-    run: ReturnRun
+    run: Trained
 
     def met(self) -> bool:
         """By the final mean; by reaching the target within the budget where ``reach``."""

@@ -55,6 +55,8 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     hopper = config_for("Hopper-v5")
     assert (hopper.envs_per_worker, hopper.n_steps, hopper.minibatches) == (4, 512, 32)
     assert (hopper.gamma, hopper.gae_lambda) == (0.995, 0.95)
+    # The whole family stops a worker's epochs past its KL (Ant, Humanoid: 3-10x the others').
+    assert config_for("Ant-v5").target_kl == hopper.target_kl == 0.03
 
 
 @pytest.mark.parametrize(

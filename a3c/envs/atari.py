@@ -296,7 +296,7 @@ class CroppedPreprocessing(AtariPreprocessing):
 
     A small screen spends its pixels where the game is: Pong's field is rows 34-193 of
     210, and a 42x42 resize of the whole frame leaves the ball under half a pixel
-    (the crop the best-known 42x42 A3C port makes, docs/benchmarks.md).
+    (the crop the best-known 42x42 A3C port makes, docs/tuning.md).
     """
 
     def __init__(self, env: gym.Env, *, crop_top: int = 0, crop_bottom: int = 0, **kwargs):

@@ -5,9 +5,8 @@ images as floats, its activations: tens of MB on Atari). glibc's malloc serves b
 above its mmap threshold with fresh pages and returns a free heap top past its trim
 threshold, so each step faults its whole working set in again as zeroed pages. Raising
 both thresholds keeps that memory in the heap; a worker's resident size stays at its
-peak. Measured on Pong with 2 workers (APPO's table, 90 s): 1,153 and 1,243 agent
-steps/s against 1,033 and 1,054 (docs/benchmarks.md, "Per-step costs"). PyTorch's CPU
-tuning guide preloads jemalloc or tcmalloc for the same reason; this needs nothing
+peak: ~14% more agent steps/s on Pong (docs/benchmarks.md, "Per-step costs"). PyTorch's
+CPU tuning guide preloads jemalloc or tcmalloc for the same reason; this needs nothing
 installed.
 """
 

@@ -184,8 +184,7 @@ def value_fit(pred: Tensor, target: Tensor) -> ValueFit:
     1.0 where the values are flat (one value for every sample while the returns varied) or
     else 0.0: a net that gives every input the same value learns nothing more, and the
     trainer warns when it lasts. Where the returns do not vary (one sample, or equal
-    returns) both are 0, never NaN: a NaN figure once vetoed every update of ``--n-steps 1
-    --envs-per-worker 1``."""
+    returns) both are 0, never NaN."""
     var = target.var(correction=0)
     if var <= VAR_EPS:
         return ValueFit(torch.zeros(()), torch.zeros(()))

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from proc_helpers import run_python
 
@@ -188,7 +189,8 @@ def test_a_trial_runs_the_presets_schedule_and_the_file_records_it(tmp_path, cap
     acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
     acc.Reload()
     rates = [e.value for e in acc.Scalars("charts/learning_rate")]
-    assert len(rates) >= 2 and rates[-1] < rates[0] <= 1e-3, rates  # it decays
+    start = float(np.float32(1e-3))  # TensorBoard keeps float32: 1e-3 reads back a hair above
+    assert len(rates) >= 2 and rates[-1] < rates[0] <= start, rates  # it decays
     best = tomllib.loads((tmp_path / "best.toml").read_text())
     assert (best["lr_schedule"], best["total_steps"]) == ("linear", 40_000), best
 

@@ -6,7 +6,8 @@ On 2 cores these set the pace: an A3C worker acts on a batch of observations eac
 and learns from its rollout once (APPO: ``epochs`` times). Prints, per conv encoder and the
 default MLP, a batch-1 and batch-8 forward under ``no_grad`` and a forward + backward
 of batch 40 (a rollout of 8 envs x 5 steps) and of batch 256 (an APPO minibatch on
-Atari: 4 envs x 128 steps in 2); per env, the cost of one agent step
+Atari: 4 envs x 128 steps in 2), each in fp32 and under bf16 autocast (``--amp bf16``:
+what the learner runs); per env, the cost of one agent step
 (``SyncVectorEnv`` of 8 with the project's wrappers). One torch thread; each figure is the
 median over rounds. Envs whose extra is missing are skipped, saying so.
 """
@@ -25,6 +26,7 @@ import torch
 
 from a3c.envs.make import make_vector_env
 from a3c.policy import ModelSpec
+from hogwild.precision import Precision
 
 ROLLOUT = 40  # 8 envs x 5 steps: the A3C paper's Atari rollout per worker
 MINIBATCH = 256  # 4 envs x 128 steps in 2 minibatches: Pong's APPO table
@@ -66,10 +68,10 @@ def model_costs(rounds: int) -> None:
         ),
     }
     print(
-        "\n| model | forward, batch 1 | forward, batch 8 "
-        "| forward + backward, batch 40 | forward + backward, batch 256 |"
+        "\n| model | forward, batch 1 | forward, batch 8 | forward + backward, batch 40 "
+        "| same, bf16 | forward + backward, batch 256 | same, bf16 |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for name, (model, shape, dtype) in models.items():
 
         def batch(n: int, shape=shape, dtype=dtype) -> torch.Tensor:
@@ -83,17 +85,22 @@ def model_costs(rounds: int) -> None:
             with torch.no_grad():
                 model.act(obs, False)
 
-        def learn(obs: torch.Tensor, model=model) -> None:
+        def learn(obs: torch.Tensor, precision: Precision, model=model) -> None:
             model.zero_grad(set_to_none=True)
-            logits, value = model(obs)
+            with precision.autocast():
+                logits, value = model(obs)
             (logits.float().mean() + value.mean()).backward()
 
-        print(
-            f"| {name} | {median_ms(functools.partial(act, one), 200, rounds):.3f} ms "
-            f"| {median_ms(functools.partial(act, eight), 100, rounds):.3f} ms "
-            f"| {median_ms(functools.partial(learn, batch(ROLLOUT)), 20, rounds):.2f} ms "
-            f"| {median_ms(functools.partial(learn, batch(MINIBATCH)), 4, rounds):.2f} ms |"
-        )
+        row = [
+            f"{median_ms(functools.partial(act, one), 200, rounds):.3f} ms",
+            f"{median_ms(functools.partial(act, eight), 100, rounds):.3f} ms",
+        ]
+        for size, calls in ((ROLLOUT, 20), (MINIBATCH, 4)):
+            obs = batch(size)
+            for amp in ("off", "bf16"):
+                learning = functools.partial(learn, obs, Precision(amp))
+                row.append(f"{median_ms(learning, calls, rounds):.2f} ms")
+        print(f"| {name} | {' | '.join(row)} |")
 
 
 def env_costs(rounds: int) -> None:

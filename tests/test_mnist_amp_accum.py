@@ -25,9 +25,10 @@ from hogwild.mnist import ConvNet, main, params_digest
 from hogwild.mnist.data import load_mnist
 from hogwild.mnist.ddp_rank import ddp_step
 from hogwild.mnist.model import channels_last
-from hogwild.mnist.steps import Precision, backward_micro_batches
+from hogwild.mnist.steps import backward_micro_batches
 from hogwild.mnist.worker import hogwild_step
 from hogwild.optim import SharedSGD
+from hogwild.precision import Precision
 
 N, B, STEPS = 4, 16, 2  # micro-batches per step, their size, steps taken
 

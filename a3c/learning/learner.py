@@ -5,7 +5,10 @@ observations), GAE(lambda) targets, the actor-critic loss, a global-norm clip, a
 lock-free step with exactly this update's gradient (a rollout of fewer than ``MIN_BATCH``
 samples waits for the next ones'). APPO: the same targets once, then ``epochs x
 minibatches`` clipped steps (:mod:`a3c.learning.ppo`), each on fresh shared weights.
-Each step's figures are summed, by name, into the telemetry's slots.
+Each step's figures are summed, by name, into the telemetry's slots. With ``amp="bf16"``
+the forward passes that learn run under CPU autocast (the policy's encoder and trunk in
+bf16, its head and LSTM core in fp32); the backward pass, the gradient and the step stay
+fp32. Acting is not affected.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from a3c.learning.schedules import Schedules
 from a3c.learning.settings import UpdateSettings
 from hogwild.flat import attach_flat_grad, clip_grad_norm_
 from hogwild.optim import SharedOptimizer
+from hogwild.precision import Precision
 
 __all__ = ["FIGURES", "KL_STOP", "MIN_BATCH", "Learner", "LearnerSettings", "NonFiniteUpdates"]
 
@@ -61,6 +65,7 @@ class LearnerSettings:
     minibatches: int = 1  # APPO: steps per pass
     recompute_advantages: bool = False  # APPO: fresh targets before each later epoch
     target_kl: float | None = None  # APPO: stop a rollout's epochs past KL_STOP x this
+    amp: str = "off"  # "bf16": the passes that learn run under CPU autocast
 
 
 class Learner:
@@ -82,6 +87,7 @@ class Learner:
         self.settings, self.model, self.local, self.shared = settings, model, local, shared
         self.optimizer, self.rank, self.stats = optimizer, rank, stats
         self.grad = attach_flat_grad(model, local)
+        self.precision = Precision(settings.amp)
         figures = FIGURES[settings.algo].names()
         self.step_slots = np.array([slots[name] for name in (*figures, *STEP_FIGURES)])
         self.count = {name: slots[name] for name in COUNTS}
@@ -120,7 +126,8 @@ class Learner:
         return self._appo_steps(rollout, update, lr)
 
     def _a3c_step(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool | None:
-        loss, figures = a3c_loss(self.model, rollout, update)
+        with self.precision.autocast():
+            loss, figures = a3c_loss(self.model, rollout, update)
         values = figures.stacked()
         held = self.accumulate > 1
         if held:
@@ -132,16 +139,19 @@ class Learner:
     def _appo_steps(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool:
         s = self.settings
         gamma, lam = update.gamma, update.gae_lambda
-        b = behaviour(self.model, rollout, gamma, lam)
+        with self.precision.autocast():
+            b = behaviour(self.model, rollout, gamma, lam)
         T, K = rollout.rewards.shape
         finite = True
         for epoch in range(s.epochs):
             if epoch and s.recompute_advantages:
                 self.local.copy_(self.shared)
-                b = refresh_targets(self.model, rollout, b, gamma, lam)
+                with self.precision.autocast():
+                    b = refresh_targets(self.model, rollout, b, gamma, lam)
             for idx in minibatches(T, K, s.minibatches, rollout.state is not None):
                 self.local.copy_(self.shared)
-                loss, figures = ppo_loss(self.model, rollout, b, idx, update)
+                with self.precision.autocast():
+                    loss, figures = ppo_loss(self.model, rollout, b, idx, update)
                 values = figures.stacked().tolist()
                 if s.target_kl is not None and float(figures.approx_kl) > KL_STOP * s.target_kl:
                     self.stats[self.count["kl_stops"]] += 1

@@ -156,6 +156,17 @@ class ModelSpec:
             raise error(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
 
 
+def _full_precision(x: Tensor) -> tuple[Tensor, contextlib.AbstractContextManager]:
+    """``x`` in fp32 and a context with autocast off, under autocast (a bf16 learning
+    pass): the head and the LSTM core stay fp32, so log-probabilities and values are
+    within float error of those recorded while acting, and only the encoder and trunk,
+    where the time goes, run in bf16. Otherwise ``x`` as it is and no context."""
+    device = x.device.type
+    if torch.is_autocast_enabled(device):
+        return x.float(), torch.autocast(device, enabled=False)
+    return x, contextlib.nullcontext()
+
+
 class ActorCritic(nn.Module):
     """An actor-critic: an encoder (normalised vectors, or a conv net for images), an MLP
     trunk, an optional LSTM core, and fused heads; with vectors, optionally separate
@@ -251,7 +262,7 @@ class ActorCritic(nn.Module):
         """
         n = self.n_pi
         if not self.separate:
-            out = F.linear(self._features(obs, self.trunk), self.head.weight, self.head.bias)
+            out = self._head(self._features(obs, self.trunk))
             return out[:, :n], out[:, n]
         return self.pi(obs), self.value(obs)
 
@@ -260,14 +271,22 @@ class ActorCritic(nn.Module):
         n = self.n_pi
         if not self.separate:
             return self(obs)[0]
-        return F.linear(self._features(obs, self.trunk), self.head.weight[:n], self.head.bias[:n])
+        return self._head(self._features(obs, self.trunk), slice(n))
 
     def value(self, obs: Tensor) -> Tensor:
         n = self.n_pi
         if not self.separate:
             return self(obs)[1]
-        x = self._features(obs, self.value_trunk)
-        return F.linear(x, self.head.weight[n:], self.head.bias[n:]).squeeze(-1)
+        return self._head(self._features(obs, self.value_trunk), slice(n, None)).squeeze(-1)
+
+    def _head(self, x: Tensor, rows: slice | None = None) -> Tensor:
+        """The fused head's output (its ``rows``), in fp32 even under autocast."""
+        weight, bias = self.head.weight, self.head.bias
+        if rows is not None:
+            weight, bias = weight[rows], bias[rows]
+        x, fp32 = _full_precision(x)
+        with fp32:
+            return F.linear(x, weight, bias)
 
     def act(self, obs: Tensor, greedy: bool = False) -> Tensor:
         """Actions for a batch of observations, as stored in a rollout (see ``dist.to_env``)."""
@@ -304,9 +323,10 @@ class ActorCritic(nn.Module):
         self, obs: Tensor, state: tuple[Tensor, Tensor]
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """The policy's outputs (what :attr:`dist` reads) and the LSTM state after ``obs``."""
-        h, c = self.lstm(self._features(obs, self.trunk), state)
-        n = self.n_pi
-        return F.linear(h, self.head.weight[:n], self.head.bias[:n]), (h, c)
+        x, fp32 = _full_precision(self._features(obs, self.trunk))
+        with fp32:
+            h, c = self.lstm(x, state)
+        return self._head(h, slice(self.n_pi)), (h, c)
 
     def unroll(
         self,
@@ -325,9 +345,17 @@ class ActorCritic(nn.Module):
         zeroed for an env after a step that ended its episode, as the worker did; a final
         observation continues its own episode's state.
         """
-        T, K = dones.shape
         M = final_obs.shape[0]
         feats = self._features(torch.cat((obs.flatten(0, 1), next_obs, final_obs)), self.trunk)
+        feats, fp32 = _full_precision(feats)
+        with fp32:
+            return self._unroll_core(feats, state, dones, truncated, M)
+
+    def _unroll_core(
+        self, feats: Tensor, state: tuple[Tensor, Tensor], dones: Tensor, truncated: Tensor, M: int
+    ) -> tuple[Tensor, Tensor]:
+        """:meth:`unroll` from the encoded rows ``feats`` on."""
+        T, K = dones.shape
         steps = feats[: T * K].view(T, K, -1)
         finals = feats[T * K + K :]
         h, c = state
@@ -343,7 +371,7 @@ class ActorCritic(nn.Module):
                 m += k
             h, c = h * keep[t], c * keep[t]
         outs.append(self.lstm(feats[T * K : T * K + K], (h, c))[0])
-        out = F.linear(torch.cat([*outs, *ended]), self.head.weight, self.head.bias)
+        out = self._head(torch.cat([*outs, *ended]))
         return out[:, : self.n_pi], out[:, self.n_pi]
 
     def set_obs_stats(self, mean: Tensor, std: Tensor) -> None:

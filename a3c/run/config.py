@@ -16,6 +16,7 @@ from a3c.use.evaluation import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
 from hogwild.optim import OPTIMIZERS
+from hogwild.precision import check_amp
 
 RUN = "run"
 ALGO = "algorithm"
@@ -124,6 +125,14 @@ class A3CConfig(EngineConfig):
     )
     max_grad_norm: float = setting(
         0.5, "clip the global gradient norm to this", group=ALGO, above=0
+    )
+    amp: str = setting(
+        "off",
+        "bf16: the workers' learning passes (forward over the rollout, loss) run under CPU "
+        "autocast, the conv encoder and trunk in bf16; acting, gradients and the shared "
+        "optimizer stay fp32 (fp16 needs CUDA, which the workers do not use)",
+        group=ALGO,
+        choices=("off", "bf16", "fp16"),
     )
     normalize_reward: bool = setting(
         True,
@@ -259,6 +268,7 @@ class A3CConfig(EngineConfig):
         if isinstance(self.wrappers, (list, tuple)):
             self.wrappers = tuple(reference_to(w, "wrapper") for w in self.wrappers)
         check(self)
+        check_amp(self.amp, "cpu", why_cpu="a3c's workers learn on the CPU")
         if self.optimizer_eps is not None and self.optimizer == "sgd":
             raise UsageError(
                 "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"

@@ -113,6 +113,7 @@ def learner_settings(cfg: A3CConfig) -> LearnerSettings:
         minibatches=cfg.minibatches,
         recompute_advantages=cfg.recompute_advantages,
         target_kl=cfg.target_kl,
+        amp=cfg.amp,
     )
 
 

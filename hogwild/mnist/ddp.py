@@ -43,7 +43,7 @@ from hogwild.mnist.data import load_data
 from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main, use_cuda
 from hogwild.mnist.model import build_model
 from hogwild.mnist.report import MnistResult
-from hogwild.mnist.steps import check_amp
+from hogwild.precision import check_amp
 from hogwild.procs import StopFlag
 from hogwild.shutdown import GracefulShutdown
 

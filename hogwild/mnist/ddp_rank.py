@@ -36,7 +36,8 @@ from hogwild.mnist.report import (
     test_and_log,
     training_text,
 )
-from hogwild.mnist.steps import Precision, StepStats, backward_micro_batches, group_steps
+from hogwild.mnist.steps import StepStats, backward_micro_batches, group_steps
+from hogwild.precision import Precision
 from hogwild.procs import StopFlag, die_with_parent
 from hogwild.rundir import RunDir
 

@@ -43,8 +43,8 @@ from hogwild.mnist.report import (
     test_and_log,
     training_text,
 )
-from hogwild.mnist.steps import check_amp
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
+from hogwild.precision import check_amp
 from hogwild.procs import FailurePolicy, WorkerGroup
 from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
 from hogwild.rundir import RunDir

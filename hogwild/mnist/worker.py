@@ -11,9 +11,10 @@ from torch import nn
 from hogwild.flat import attach_flat_grad
 from hogwild.mnist.config import MnistConfig
 from hogwild.mnist.model import channels_last
-from hogwild.mnist.steps import Precision, StepStats, backward_micro_batches, group_steps
+from hogwild.mnist.steps import StepStats, backward_micro_batches, group_steps
 from hogwild.optim import SharedAdam, SharedOptimizer, SharedSGD
 from hogwild.pool import BufferPool, PoolTimeout
+from hogwild.precision import Precision
 from hogwild.procs import WorkerContext
 
 TELEMETRY: dict[str, tuple[tuple[int, ...], torch.dtype]] = {

@@ -15,7 +15,7 @@ import torch
 
 from hogwild.errors import UsageError
 
-__all__ = ["AMP_DTYPES", "Precision", "check_amp", "torch_has_amp"]
+__all__ = ["AMP_DTYPES", "Precision", "check_amp", "native_bf16", "resolve_amp", "torch_has_amp"]
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -25,9 +25,27 @@ def torch_has_amp() -> bool:
     return hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler")
 
 
+def native_bf16() -> bool:
+    """Whether this CPU has bf16 instructions (AVX512-BF16 or AMX): without them oneDNN
+    emulates bf16, and it can be slower than fp32."""
+    capabilities = getattr(torch.cpu, "get_capabilities", None)
+    if capabilities is None:
+        return False
+    found = capabilities()
+    return bool(found.get("avx512_bf16") or found.get("amx_bf16"))
+
+
+def resolve_amp(amp: str) -> str:
+    """``auto`` (for a process that computes on the CPU): bf16 where the CPU has bf16
+    instructions, else off; any other value as it is."""
+    if amp != "auto":
+        return amp
+    return "bf16" if torch_has_amp() and native_bf16() else "off"
+
+
 def check_amp(amp: str, device_type: str, why_cpu: str = "this run trains on the CPU") -> None:
     """Refuse, as one line, an ``--amp`` that this torch or this device cannot run."""
-    if amp == "off":
+    if amp in ("off", "auto"):
         return
     if not torch_has_amp():
         raise UsageError(

@@ -19,7 +19,7 @@ from a3c.run.presets import config_for
 from a3c.run.trainer import train
 from a3c.train import main as train_main
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.precision import Precision
+from hogwild.precision import Precision, native_bf16, resolve_amp
 
 ENV = "MinAtar/Breakout-v1"
 UPDATE = UpdateSettings(gamma=0.99, gae_lambda=0.95, value_coef=0.5, entropy_coef=0.01)
@@ -114,3 +114,12 @@ def test_fp16_is_refused_in_one_line(capsys, tmp_path):
     assert not any(tmp_path.iterdir())
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "CUDA" in err and "--amp bf16" in err, err
+
+
+def test_auto_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch):
+    assert resolve_amp("auto") == ("bf16" if native_bf16() else "off")
+    assert resolve_amp("off") == "off" and resolve_amp("bf16") == "bf16"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False})
+    assert resolve_amp("auto") == "off"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True})
+    assert resolve_amp("auto") == "bf16"

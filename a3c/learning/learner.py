@@ -27,7 +27,7 @@ from a3c.learning.schedules import Schedules
 from a3c.learning.settings import UpdateSettings
 from hogwild.flat import attach_flat_grad, clip_grad_norm_
 from hogwild.optim import SharedOptimizer
-from hogwild.precision import Precision
+from hogwild.precision import Precision, resolve_amp
 
 __all__ = ["FIGURES", "KL_STOP", "MIN_BATCH", "Learner", "LearnerSettings", "NonFiniteUpdates"]
 
@@ -65,7 +65,8 @@ class LearnerSettings:
     minibatches: int = 1  # APPO: steps per pass
     recompute_advantages: bool = False  # APPO: fresh targets before each later epoch
     target_kl: float | None = None  # APPO: stop a rollout's epochs past KL_STOP x this
-    amp: str = "off"  # "bf16": the passes that learn run under CPU autocast
+    amp: str = "off"  # "bf16" (or "auto" on a CPU with bf16 instructions): the passes
+    #                   that learn run under CPU autocast
 
 
 class Learner:
@@ -87,7 +88,7 @@ class Learner:
         self.settings, self.model, self.local, self.shared = settings, model, local, shared
         self.optimizer, self.rank, self.stats = optimizer, rank, stats
         self.grad = attach_flat_grad(model, local)
-        self.precision = Precision(settings.amp)
+        self.precision = Precision(resolve_amp(settings.amp))
         figures = FIGURES[settings.algo].names()
         self.step_slots = np.array([slots[name] for name in (*figures, *STEP_FIGURES)])
         self.count = {name: slots[name] for name in COUNTS}

@@ -130,9 +130,10 @@ class A3CConfig(EngineConfig):
         "off",
         "bf16: the workers' learning passes (forward over the rollout, loss) run under CPU "
         "autocast, the conv encoder and trunk in bf16; acting, gradients and the shared "
-        "optimizer stay fp32 (fp16 needs CUDA, which the workers do not use)",
+        "optimizer stay fp32; auto: bf16 where the CPU has bf16 instructions (AVX512-BF16, "
+        "AMX), else off (fp16 needs CUDA, which the workers do not use)",
         group=ALGO,
-        choices=("off", "bf16", "fp16"),
+        choices=("off", "auto", "bf16", "fp16"),
     )
     normalize_reward: bool = setting(
         True,

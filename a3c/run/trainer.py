@@ -36,6 +36,7 @@ from hogwild.checkpoint import load_checkpoint
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
+from hogwild.precision import resolve_amp
 from hogwild.procs import FailurePolicy, WorkerGroup
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
 
@@ -191,6 +192,12 @@ class A3CRun:
                 )
                 if self.branch_keeps_best:
                     self._keep_best(Path(self.branched_from))
+        if self.cfg.amp == "auto":
+            native = resolve_amp("auto") == "bf16"
+            self.progress.print(
+                "--amp auto: learning in bf16" if native
+                else "--amp auto: learning in fp32 (this CPU has no bf16 instructions)"
+            )  # fmt: skip
         self.loop.run(self)
         if self.callback_error is not None:
             raise self.callback_error

@@ -23,9 +23,9 @@ a bad setting or an unusable path raises :class:`hogwild.errors.UsageError`.
 
 Modules: ``trainer`` (hogwild mode's main process), ``worker`` (its workers),
 ``multinode`` (under torchrun: same flags, same final weights), ``ddp`` and ``ddp_rank``
-(``--mode ddp``: parent and ranks), ``steps`` (one step's passes, both modes: ``--grad-accum``,
-``--amp``), ``model``, ``data``, ``config``, ``checkpoints``, ``report``, ``live_eval`` and
-``cli``.
+(``--mode ddp``: parent and ranks), ``steps`` (one step's passes, both modes:
+``--grad-accum``, ``--amp`` through :mod:`hogwild.precision`), ``model``, ``data``,
+``config``, ``checkpoints``, ``report``, ``live_eval`` and ``cli``.
 """
 
 from hogwild.mnist.cli import main

@@ -57,6 +57,9 @@ def test_packaged_presets_are_valid_and_cover_the_suite():
     assert (hopper.gamma, hopper.gae_lambda) == (0.995, 0.95)
     # The whole family stops a worker's epochs past its KL (Ant, Humanoid: 3-10x the others').
     assert config_for("Ant-v5").target_kl == hopper.target_kl == 0.03
+    # ... and starts its Gaussian at std e^-0.5 (at std 1, Ant's control cost beats living).
+    assert config_for("Ant-v5").log_std_init == hopper.log_std_init == -0.5
+    assert config_for("Ant-v5", algo="a3c").log_std_init == 0.0  # measured with APPO only
 
 
 @pytest.mark.parametrize(

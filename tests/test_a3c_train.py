@@ -14,6 +14,7 @@ import torch
 from proc_helpers import child_pids, descendants, pid_gone
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from a3c.api import config_for
 from a3c.evaluate import main as evaluate_main
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train
@@ -32,7 +33,8 @@ def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> tuple[A3CConfig, object]:
     logdir = tmp_path_factory.mktemp("runs")
-    cfg = A3CConfig(
+    cfg = config_for(  # what `a3c.train --env CartPole-v1` runs: its preset included
+        "CartPole-v1",
         workers=2,
         total_steps=250_000,
         target_return=1e9,
@@ -57,9 +59,9 @@ def test_two_workers_learn_cartpole(trained):
     assert result.best_mean_100 is not None, "not even 100 episodes"
     best_mean = result.best_mean_100.mean
     assert best_mean > 400, f"best 100-episode mean only {best_mean:.1f}"
-    # Plain A3C need not hold what it learned (issue 19 measured it; APPO is the fix): a CI
-    # run fell from 500 to 65 late and ended at 138. The end must still be well past random.
-    assert result.mean_return_100 > 50, f"mean return only {result.mean_return_100:.1f}"
+    # The preset's separate 64x64 nets held 500 to the end in 23 of 23 runs (>= 498.7);
+    # the shared 128x128 trunk of the bare defaults ended at 143-500, and once at 9.4.
+    assert result.mean_return_100 > 400, f"mean return only {result.mean_return_100:.1f}"
     tags = EventAccumulator(str(result.run_dir)).Reload().Tags()["scalars"]
     for tag in (
         "losses/policy_loss",

@@ -9,6 +9,7 @@ targets are what 2 workers on a 2-core machine should reach, the anchors as publ
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,6 +40,20 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class HumanScale:
+    """An Atari game's scores of random play and of a human tester (the DQN paper's, Mnih
+    et al. 2015, as DQN Zoo's ``atari_data.py`` holds them): games' raw scores differ by
+    orders of magnitude, so a median across games is taken of ``(score - random) / (human
+    - random)``."""
+
+    random: float
+    human: float
+
+    def normalise(self, score: float) -> float:
+        return (score - self.random) / (self.human - self.random)
+
+
+@dataclass(frozen=True)
 class FamilyEnv:
     """One env of a family: the target a run should meet and the published anchors."""
 
@@ -49,6 +64,8 @@ class FamilyEnv:
     #: Met when the 100-episode mean first reaches the target within the budget (the
     #: trainer's ``solved_at``: Pong's +18 in 20 minutes); else by the final mean.
     reach: bool = False
+    scale: HumanScale | None = None  # Atari's: the family's median is human-normalised
+    published: float | None = None  # the first anchor's score, for the anchors' median
 
 
 @dataclass(frozen=True)
@@ -71,28 +88,23 @@ ZOO = "RL-Zoo PPO {} (1M steps)"
 SF = "Sample Factory APPO {} (10M steps)"
 GYMNAX = "gymnax PPO {} (10M steps)"
 
+
+def atari(
+    game: str, target: float, cleanrl: float, a3c_paper: float, scale: HumanScale
+) -> FamilyEnv:
+    """A game judged by its final score: CleanRL's and the A3C paper's beside it."""
+    anchor = f"{CLEANRL.format(f'{cleanrl:,g}')}; {A3C_PAPER.format(f'{a3c_paper:,g}')}"
+    return FamilyEnv(game, target, anchor, scale=scale, published=cleanrl)
+
+
 FAMILIES: dict[str, Family] = {
     "atari": Family(
         Budget(45 * 60, 2_500_000),  # 10M frames; the time only a generous limit
         (
-            FamilyEnv(
-                "BreakoutNoFrameskip-v4", 150, f"{CLEANRL.format(430)}; {A3C_PAPER.format(551.6)}"
-            ),
-            FamilyEnv(
-                "SpaceInvadersNoFrameskip-v4",
-                500,
-                f"{CLEANRL.format('1,189')}; {A3C_PAPER.format('2,215')}",
-            ),
-            FamilyEnv(
-                "QbertNoFrameskip-v4",
-                4_000,
-                f"{CLEANRL.format('17,246')}; {A3C_PAPER.format('13,752')}",
-            ),
-            FamilyEnv(
-                "BeamRiderNoFrameskip-v4",
-                1_200,
-                f"{CLEANRL.format('2,478')}; {A3C_PAPER.format('13,236')}",
-            ),
+            atari("BreakoutNoFrameskip-v4", 150, 430, 551.6, HumanScale(1.7, 30.5)),
+            atari("SpaceInvadersNoFrameskip-v4", 500, 1_189, 2_215, HumanScale(148.0, 1_668.7)),
+            atari("QbertNoFrameskip-v4", 4_000, 17_246, 13_752, HumanScale(163.9, 13_455.0)),
+            atari("BeamRiderNoFrameskip-v4", 1_200, 2_478, 13_236, HumanScale(363.9, 16_926.5)),
             FamilyEnv(
                 "PongNoFrameskip-v4", 18, CLEANRL.format(20.4), budget=Budget(20 * 60), reach=True
             ),
@@ -187,9 +199,28 @@ class FamilyRun:
 
 
 def family_summary(name: str, runs: list[FamilyRun]) -> str:
-    """How many runs met their target: a count, since a fraction of Pong's +18 means
-    little for a score that starts at -21."""
+    """How many runs met their target (a count: a fraction of Pong's +18 means little for a
+    score that starts at -21), and the median across envs of each env's median final mean,
+    human-normalised where the family's envs are Atari games (Pong, judged by the time to
+    +18, is left out)."""
     met = sorted({r.entry.env for r in runs if r.met()})
-    return f"{name}: target met in {sum(r.met() for r in runs)} of {len(runs)} runs" + (
+    summary = f"{name}: target met in {sum(r.met() for r in runs)} of {len(runs)} runs" + (
         f" ({', '.join(met)})" if met else ""
     )
+    finals: dict[FamilyEnv, list[float]] = {}
+    for r in runs:
+        if not r.entry.reach:
+            finals.setdefault(r.entry, []).append(r.run.final)
+    if not finals:
+        return summary
+    envs = [(entry, statistics.median(scores)) for entry, scores in finals.items()]
+    count = f"{len(envs)} env{'s' if len(envs) > 1 else ''}"
+    if all(entry.scale for entry, _ in envs):
+        ours = statistics.median(entry.scale.normalise(score) for entry, score in envs)
+        theirs = statistics.median(entry.scale.normalise(entry.published) for entry, _ in envs)
+        return (
+            f"{summary}; median human-normalised final mean {ours:.2f} over {count} "
+            f"(the first anchors' over the same: {theirs:.2f})"
+        )
+    median = statistics.median(score for _, score in envs)
+    return f"{summary}; median final mean {median:,.1f} over {count}"

@@ -35,8 +35,26 @@ def test_the_final_mean_meets_the_target_or_says_by_how_much_it_missed():
         "| 10.0 short (75% of it) | gymnax PPO 28 (10M steps) |"
     )
     assert suite.family_summary("minatar", [met, missed]) == (
-        "minatar: target met in 1 of 2 runs (MinAtar/Breakout-v1)"
+        "minatar: target met in 1 of 2 runs (MinAtar/Breakout-v1); "
+        "median final mean 35.5 over 1 env"
     )
+
+
+def test_atari_games_are_summed_up_by_their_median_human_normalised_score():
+    runs = [
+        family_run("BreakoutNoFrameskip-v4", 30.5),  # a human tester's score: 1
+        family_run("QbertNoFrameskip-v4", 163.9),  # random play's: 0
+        family_run("QbertNoFrameskip-v4", 13_455.0),  # a second seed: Qbert's median is 0.5
+        family_run("SpaceInvadersNoFrameskip-v4", 148.0 + 2 * 1_520.7),  # 2
+        family_run("PongNoFrameskip-v4", 20.0, solved=Solved(900.0, 1_000_000), best=19.0),
+    ]
+    summary = suite.family_summary("atari", runs)
+    # Pong is judged by its time to +18, not its final mean: three games, median 1.00.
+    assert summary.endswith(
+        "; median human-normalised final mean 1.00 over 3 envs (the "
+        "first anchors' over the same: 1.29)"
+    ), summary
+    assert "target met in 3 of 5 runs" in summary
 
 
 def test_atari_rows_count_frames_and_say_when_the_time_limit_cut_the_step_budget():

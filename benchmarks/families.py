@@ -209,7 +209,7 @@ def family_summary(name: str, runs: list[FamilyRun]) -> str:
     )
     finals: dict[FamilyEnv, list[float]] = {}
     for r in runs:
-        if not r.entry.reach:
+        if not r.entry.reach and not math.isnan(r.run.final):  # nan: not 100 episodes
             finals.setdefault(r.entry, []).append(r.run.final)
     if not finals:
         return summary

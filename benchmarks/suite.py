@@ -25,6 +25,8 @@ budget, 1 seed unless ``--seeds``, and tables each run against its target and th
 published anchors: the final 100-episode mean of the real score (Atari: whole games,
 unclipped, as ``charts/mean_return_100`` holds them), the greedy mean, env steps/s, and
 whether the final mean met the target (Pong: whether the mean reached +18 in its 20 min).
+The last line counts the targets met and gives the family's median final mean across
+its envs (Atari: human-normalised, Pong left out) beside the anchors'.
 """
 
 from __future__ import annotations

@@ -39,11 +39,11 @@ import sys
 import tempfile
 import time
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
-from families import FAMILIES, FAMILY_HEADER, Budget, FamilyRun, family_summary
+from families import FAMILIES, FAMILY_HEADER, Budget, Family, FamilyRun, family_summary
 
 from a3c.envs import make_env
 from a3c.envs.families import family_of
@@ -313,6 +313,13 @@ def returns_reached(run_dir) -> tuple[float, float]:
     return at_steps, float(curve.values[-1])
 
 
+def budget_for(env: str, family: Family | None, seconds: float | None = None) -> Budget:
+    """The env's budget; ``seconds`` (``--budget``) replaces its time, and a step budget
+    stays, so that a probe's rate decays over the horizon the family's runs decay over."""
+    budget = family.budget_of(env) if family else Budget(SUITE.get(env, 300))
+    return replace(budget, seconds=seconds) if seconds else budget
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--family", choices=list(FAMILIES), help="run a family against its targets")
@@ -320,7 +327,10 @@ def main() -> None:
     p.add_argument("--seeds", nargs="+", type=int, help="default: 1 2 3, a family's 1")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument(
-        "--budget", type=float, default=None, help="seconds per run, instead of the env's budget"
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds per run, instead of the env's time (a step budget stays)",
     )
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override settings")
     p.add_argument(
@@ -348,10 +358,7 @@ def main() -> None:
         logdir = args.logdir or scratch
         for env in envs:
             entry = family.entry(env) if family else None
-            if args.budget:
-                budget = Budget(args.budget)
-            else:
-                budget = family.budget_of(env) if family else Budget(SUITE.get(env, 300))
+            budget = budget_for(env, family, args.budget)
             try:
                 make_env(env, **config_for(env).env_options()).close()  # the preset's wrappers
             except UsageError as e:  # e.g. LunarLander without the box2d extra

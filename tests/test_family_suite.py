@@ -77,6 +77,14 @@ def test_pong_is_met_by_reaching_18_within_its_20_minutes_not_by_the_final_mean(
     assert family_run(pong.env, math.nan).miss() == "not reached"  # never 100 games
 
 
+def test_a_budget_flag_replaces_the_time_and_keeps_a_step_budget():
+    atari = FAMILIES["atari"]
+    assert suite.budget_for("BreakoutNoFrameskip-v4", atari) == Budget(2700.0, 2_500_000)
+    assert suite.budget_for("BreakoutNoFrameskip-v4", atari, 600) == Budget(600, 2_500_000)
+    assert suite.budget_for("PongNoFrameskip-v4", atari, 600) == Budget(600)
+    assert suite.budget_for("CartPole-v1", None, 30) == Budget(30)
+
+
 def test_every_family_declares_its_envs_targets_and_anchors():
     assert {name: len(f.envs) for name, f in FAMILIES.items()} == dict.fromkeys(FAMILIES, 5)
     assert FAMILIES["atari"].budget == Budget(2700.0, 2_500_000)

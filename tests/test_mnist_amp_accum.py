@@ -8,6 +8,7 @@ micro-batches of B must leave the parameters where one batch of N x B does.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -155,8 +156,12 @@ def _ddp_rank(rank: int, port: int, images: torch.Tensor, labels: torch.Tensor, 
                 params_digest(params["accumulated"]),
             )
         )
+        dist.barrier()  # leave together, as hogwild/mnist/ddp_rank.py does
     finally:
         dist.destroy_process_group()
+    # DDP's gloo threads outlive destroy_process_group: the interpreter's teardown around
+    # them once aborted a rank ("terminate called without an active exception"). All is sent.
+    os._exit(0)
 
 
 @pytest.mark.usefixtures("hang_guard")

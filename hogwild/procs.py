@@ -44,15 +44,16 @@ class WorkerContext:
     rank: int
     seed: int
     num_threads: int
-    stop_event: StopFlag
+    stop_event: SharedFlag
     incarnation: int = 0
 
     def should_stop(self) -> bool:
         return self.stop_event.is_set()
 
 
-class StopFlag:
-    """A cross-process stop flag that takes no lock (``Event``-like: set, clear, is_set, wait).
+class SharedFlag:
+    """A cross-process flag (a stop request, a worker's "done") that takes no lock
+    (``Event``-like: set, clear, is_set, wait).
 
     ``multiprocessing.Event.is_set`` acquires a lock; a worker ``kill -9``'d while inside
     it (workers call :meth:`WorkerContext.should_stop` in their loops) leaves that lock
@@ -102,7 +103,12 @@ def seed_everything(seed: int) -> None:
 
 
 def _bootstrap(
-    target: Callable, ctx: WorkerContext, args: tuple, err: Connection, parent_pid: int
+    target: Callable,
+    ctx: WorkerContext,
+    args: tuple,
+    err: Connection,
+    parent_pid: int,
+    work_done: SharedFlag,
 ) -> None:
     die_with_parent(parent_pid)
     keep_freed_memory()
@@ -126,6 +132,8 @@ def _bootstrap(
             err.send(traceback.format_exc())
         err.close()
         os._exit(1)
+    if not ctx.should_stop():
+        work_done.set()  # it returned with its work done, not because a stop was asked
     err.close()
 
 
@@ -135,6 +143,7 @@ class _Slot:
     process: mp.Process
     errors: Connection
     incarnation: int
+    work_done: SharedFlag
     done: bool = False
 
 
@@ -174,7 +183,7 @@ class WorkerGroup:
         self.policy = policy or FailurePolicy()
         self.on_restart = on_restart
         self.name = name
-        self.stop_event = StopFlag(self._ctx)
+        self.stop_event = SharedFlag(self._ctx)
         self.slots: list[_Slot] = []
 
     # -- lifecycle -------------------------------------------------------------------
@@ -187,15 +196,16 @@ class WorkerGroup:
         seed = self.seed + 1000 * rank + 7919 * incarnation
         ctx = WorkerContext(rank, seed, self.num_threads, self.stop_event, incarnation)
         reader, writer = self._ctx.Pipe(duplex=False)
+        work_done = SharedFlag(self._ctx)
         proc = self._ctx.Process(
             target=_bootstrap,
-            args=(self.target, ctx, self.args, writer, os.getpid()),
+            args=(self.target, ctx, self.args, writer, os.getpid(), work_done),
             name=f"{self.name}-{rank}",
             daemon=True,
         )
         proc.start()
         writer.close()
-        return _Slot(rank, proc, reader, incarnation)
+        return _Slot(rank, proc, reader, incarnation, work_done)
 
     def sentinels(self) -> list[int]:
         return [s.process.sentinel for s in self.slots if not s.done]
@@ -207,6 +217,12 @@ class WorkerGroup:
     @property
     def finished(self) -> bool:
         return all(s.done for s in self.slots)
+
+    @property
+    def completed(self) -> bool:
+        """Every worker ended by finishing its work: none was cut short by the stop flag
+        (a worker that returns when it sees the flag exits 0 too), killed or failed."""
+        return all(s.done and s.process.exitcode == 0 and s.work_done.is_set() for s in self.slots)
 
     def check(self, ready: Sequence[object] = ()) -> list[int]:
         """Handle workers that exited: mark successes, restart or abort on failures.

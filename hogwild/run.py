@@ -280,12 +280,13 @@ class RunLoop:
                 if local is not None or group.finished:
                     self.reason = local
                     break
-            elif self._round(local, group.finished and local is None):
+            elif self._round(local, group.completed and local is None):
                 break
         sup.drain()
         seconds = time.monotonic() - start
-        # Every worker done counts even if a stop request came in meanwhile.
-        completed = group.finished if self.sync is None else self._all_done
+        # Every worker done counts even if a stop request came in meanwhile; one that
+        # returned because of the stop does not.
+        completed = group.completed if self.sync is None else self._all_done
         sup.stop_workers(timeout=5.0)
         if self.sync is not None:
             completed = self._final_round()

@@ -273,6 +273,24 @@ def test_stop_ends_every_worker_within_the_timeout(target, args, exitcode, timeo
 
 
 @pytest.mark.usefixtures("no_leftover_children")
+def test_a_worker_that_returns_on_the_stop_flag_has_not_completed_its_work():
+    """Both exit 0, but only the worker that finished its work counts: an MNIST epoch cut
+    short by SIGTERM once counted as done (its checkpoint said epoch 1; resume skipped it)."""
+    done = WorkerGroup(run_for, (CTX.Array("i", 8, lock=False), 0.0), num_workers=2, seed=0)
+    done.start()
+    supervise(done, timeout=30)
+    assert [s.process.exitcode for s in done.slots] == [0, 0] and done.completed
+    results = CTX.SimpleQueue()
+    cut = WorkerGroup(until_stopped, (results,), num_workers=2, seed=0)
+    cut.start()
+    drain(results, 2)
+    cut.stop_event.set()
+    supervise(cut, timeout=30)
+    assert [s.process.exitcode for s in cut.slots] == [0, 0]
+    assert cut.finished and not cut.completed
+
+
+@pytest.mark.usefixtures("no_leftover_children")
 def test_stop_terminates_workers_forked_under_graceful_shutdown():
     """A worker must not inherit the main process's SIGTERM handler (it would only set a flag)."""
     results = CTX.SimpleQueue()

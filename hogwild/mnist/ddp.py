@@ -44,7 +44,7 @@ from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main, use_cuda
 from hogwild.mnist.model import build_model
 from hogwild.mnist.report import MnistResult
 from hogwild.precision import check_amp
-from hogwild.procs import StopFlag
+from hogwild.procs import SharedFlag
 from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> MnistResult:
     data = load_data(cfg.data_dir, cfg.download, cfg.train_subset)
 
     ctx = mp.get_context("spawn")
-    stop = StopFlag(ctx)
+    stop = SharedFlag(ctx)
     messages = ctx.SimpleQueue()
     args = (cfg, data, _free_port(), state, stop, messages, os.getpid())
     result: MnistResult | None = None

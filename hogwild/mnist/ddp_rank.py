@@ -38,7 +38,7 @@ from hogwild.mnist.report import (
 )
 from hogwild.mnist.steps import StepStats, backward_micro_batches, group_steps
 from hogwild.precision import Precision
-from hogwild.procs import StopFlag, die_with_parent
+from hogwild.procs import SharedFlag, die_with_parent
 from hogwild.rundir import RunDir
 
 
@@ -74,7 +74,7 @@ def rank_main(
     data: MnistData,
     port: int,
     state: dict[str, Any] | None,
-    stop: StopFlag,
+    stop: SharedFlag,
     messages: Any,
     parent_pid: int,
 ) -> None:
@@ -125,7 +125,7 @@ class _Rank:
         cfg: MnistConfig,
         data: MnistData,
         state: dict[str, Any] | None,
-        stop: StopFlag,
+        stop: SharedFlag,
         messages: Any,
         device: torch.device,
         backend: str,

@@ -189,8 +189,9 @@ def test_resumed_workers_draw_fresh_seeds_reproducibly(tmp_path):
 
 def test_one_step_rollouts_of_one_env_learn(tmp_path):
     """--n-steps 1 --envs-per-worker 1: one sample per update, whose explained variance
-    is undefined; that figure once vetoed every update (NonFiniteUpdates). One worker:
-    the run is the same every time."""
+    is undefined; that figure once vetoed every update (NonFiniteUpdates), leaving the
+    policy random. One worker: the run is the same every time (60 at 7.2k steps, 100 at
+    11.3k, at ~500 updates/s)."""
     r = train(
         config_for(
             "CartPole-v1",
@@ -198,7 +199,7 @@ def test_one_step_rollouts_of_one_env_learn(tmp_path):
             n_steps=1,
             envs_per_worker=1,
             total_steps=60_000,
-            target_return=100.0,
+            target_return=60.0,
             eval_interval=0.0,
             logdir=str(tmp_path),
             seed=1,

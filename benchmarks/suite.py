@@ -386,6 +386,8 @@ def main() -> None:
     print("\n".join(lines))
     if family:
         print(f"\n{family_summary(args.family, family_runs)}")
+    if stopped:
+        print("\nstopped early: the table has only the runs that finished before the stop")
     sys.exit(stopped)
 
 

@@ -46,6 +46,7 @@ def test_sigterm_stops_the_suite_not_just_the_run(tmp_path):
     # The finished seed is still summarised, the cut-short one is not.
     row = next(line for line in out.splitlines() if line.startswith("| CartPole-v1 |"))
     assert "/1 |" in row, row
+    assert out.rstrip().endswith("only the runs that finished before the stop"), out
 
 
 def test_sigterm_stops_the_throughput_benchmark():

@@ -7,6 +7,8 @@ import math
 import pytest
 import torch
 
+from a3c.actions import DiscreteActions
+from a3c.policy import ActorCritic, ModelSpec
 from a3c.policy.encoders import A3CConv, NatureConv, SmallConv, conv_encoder
 
 
@@ -90,6 +92,28 @@ def test_learning_in_nhwc_memory_changes_nothing(cls):
         torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-6)
     with torch.no_grad():
         torch.testing.assert_close(net(x), learned.detach(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("shape", "channel_last_memory"),
+    [((4, 84, 84), True), ((4, 10, 10), True), ((84, 84, 3), False), ((8,), False)],
+)
+def test_rollout_buffers_are_laid_out_as_the_net_learns(shape, channel_last_memory):
+    """A rollout of (C, H, W) frames is kept channel-last in memory: the minibatches that
+    learning gathers from it are already in the conv net's NHWC learning layout, with the
+    same values. HWC images are so already, and vectors have no channels."""
+    image = len(shape) == 3
+    spec = ModelSpec(shape, DiscreteActions(3), obs_dtype="uint8" if image else "float32")
+    buffer = ActorCritic(spec).empty_obs(5, 2)
+    assert buffer.shape == (5, 2, *shape)
+    assert buffer.dtype == (torch.uint8 if image else torch.float32)
+    values = torch.randint(0, 256, buffer.shape).to(buffer.dtype)
+    buffer.copy_(values)
+    batch = buffer.flatten(0, 1)[torch.tensor([7, 0, 3])]
+    assert torch.equal(batch, values.flatten(0, 1)[torch.tensor([7, 0, 3])])
+    if image:
+        assert batch.is_contiguous(memory_format=torch.channels_last) == channel_last_memory
+        assert batch.is_contiguous() == (not channel_last_memory)
 
 
 def test_orthogonal_init_and_zero_biases():

@@ -48,8 +48,8 @@ class Collector:
         self.envs, self.model = envs, model
         T, K = n_steps, envs.num_envs
         self.scaler = ReturnScaler(return_rms, writer, K, gamma) if return_rms is not None else None
-        spec, dist = model.spec, model.dist
-        self.obs = torch.empty(T, K, *spec.obs_shape, dtype=getattr(torch, spec.obs_dtype))
+        dist = model.dist
+        self.obs = model.empty_obs(T, K)
         self.actions = torch.empty(T, K, *dist.action_shape, dtype=dist.action_dtype)
         self.rewards = torch.empty(T, K)
         self.terminated = torch.empty(T, K, dtype=torch.bool)

@@ -222,7 +222,7 @@ class WorkerGroup:
     def completed(self) -> bool:
         """Every worker ended by finishing its work: none was cut short by the stop flag
         (a worker that returns when it sees the flag exits 0 too), killed or failed."""
-        return all(s.done and s.process.exitcode == 0 and s.work_done.is_set() for s in self.slots)
+        return all(s.done and s.work_done.is_set() for s in self.slots)
 
     def check(self, ready: Sequence[object] = ()) -> list[int]:
         """Handle workers that exited: mark successes, restart or abort on failures.

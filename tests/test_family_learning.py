@@ -23,7 +23,7 @@ RANDOM_ROAD_RUNNER = 11.5
 
 
 @pytest.mark.parametrize(
-    ("env_id", "family", "module", "random", "budget"),
+    ("env_id", "family", "module", "random_score", "budget"),
     [
         pytest.param(
             "InvertedPendulum-v5",
@@ -44,7 +44,7 @@ RANDOM_ROAD_RUNNER = 11.5
     ],
 )
 def test_a_family_preset_learns_an_env_it_was_not_tuned_on(
-    env_id, family, module, random, budget, tmp_path
+    env_id, family, module, random_score, budget, tmp_path
 ):
     pytest.importorskip(module, reason=f"the {family} family needs the {family} extra")
     cfg = config_for(env_id, workers=2, eval_interval=0.0, logdir=str(tmp_path), seed=1, **budget)
@@ -52,4 +52,4 @@ def test_a_family_preset_learns_an_env_it_was_not_tuned_on(
     r = train(cfg)
     assert r.exit_code == 0
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
-    assert r.mean_return_100 >= budget["target_return"] >= 10 * random
+    assert r.mean_return_100 >= budget["target_return"] >= 10 * random_score

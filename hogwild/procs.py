@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import torch.multiprocessing as mp
 
+from hogwild.errors import UsageError
 from hogwild.heap import keep_freed_memory
 
 log = logging.getLogger(__name__)
@@ -303,6 +304,49 @@ class WorkerGroup:
         for s in self.slots:
             if s.process.is_alive():
                 s.process.kill()
+
+
+def resolve_start_method(name: str) -> str:
+    """The start method workers get: ``name``, but ``spawn`` where forked workers could not
+    learn (see :func:`autograd_survives_fork`), with a warning saying why."""
+    if name not in mp.get_all_start_methods():
+        raise UsageError(f"start method {name!r} is not available here")
+    if name == "fork" and not autograd_survives_fork():
+        log.warning(
+            "starting workers with spawn, not fork: this process has run a backward pass "
+            "with an accelerator present, and PyTorch's autograd refuses backward in a "
+            "process forked after that"
+        )
+        return "spawn"
+    return name
+
+
+def autograd_survives_fork() -> bool:
+    """Whether a child forked now can run a backward pass. Autograd starts a thread per
+    accelerator device at its first backward and marks every later fork as unable to run
+    one; without an accelerator it starts none, and no child is needed to tell."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6+
+    if not (accelerator.is_available() if accelerator else torch.cuda.is_available()):
+        return True
+    return forked_child_can_backward()
+
+
+def forked_child_can_backward(timeout: float = 30.0) -> bool:
+    proc = mp.get_context("fork").Process(target=_backward_once, daemon=True)
+    proc.start()
+    proc.join(timeout)
+    if proc.exitcode is None:
+        proc.kill()
+        proc.join()
+    return proc.exitcode == 0
+
+
+def _backward_once() -> None:
+    try:
+        torch.ones(1, requires_grad=True).sum().backward()
+    except RuntimeError:
+        os._exit(1)
+    os._exit(0)  # not the parent's atexit handlers
 
 
 def _describe_exit(code: int) -> str:

@@ -104,8 +104,9 @@ def test_killed_worker_is_restarted_or_aborts_the_run(mnist_dir, tmp_path, caplo
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not killed:
             for child in child_pids():
-                # Forked workers share our command line; anything else is not ours to kill.
-                if cmdline(child) == me:
+                # Forked workers share our command line; spawned ones (the engine spawns
+                # after a backward in this process with a GPU present) run spawn_main.
+                if cmdline(child) == me or b"spawn_main" in cmdline(child):
                     time.sleep(0.2)  # let it train a little first
                     try:
                         os.kill(child, signal.SIGKILL)

@@ -13,6 +13,7 @@ import time
 from multiprocessing.connection import wait
 
 import pytest
+import torch
 from engine_helpers import (
     ROOT,
     ignore_stop,
@@ -27,9 +28,16 @@ from engine_helpers import (
 )
 from proc_helpers import child_pids, pid_gone
 
+from hogwild.errors import UsageError
 from hogwild.heap import keep_freed_memory
 from hogwild.pool import get_with_timeout
-from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
+from hogwild.procs import (
+    FailurePolicy,
+    WorkerFailure,
+    WorkerGroup,
+    forked_child_can_backward,
+    resolve_start_method,
+)
 from hogwild.shutdown import GracefulShutdown
 
 pytestmark = pytest.mark.usefixtures("hang_guard")
@@ -354,3 +362,31 @@ def test_workers_keep_freed_memory_for_reuse_a_plain_process_does_not():
 def test_a_users_own_malloc_settings_are_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
     assert keep_freed_memory() is False
+
+
+def _backward_here() -> None:
+    torch.ones(1, requires_grad=True).sum().backward()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA present, see the next test")
+def test_without_an_accelerator_a_backward_here_leaves_fork_usable():
+    _backward_here()
+    assert forked_child_can_backward()
+    assert resolve_start_method("fork") == "fork"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: autograd's device threads")
+def test_after_a_backward_with_a_gpu_present_workers_are_spawned(caplog):
+    _backward_here()
+    assert not forked_child_can_backward()  # what a forked worker's first update would meet
+    with caplog.at_level(logging.WARNING, logger="hogwild.procs"):
+        assert resolve_start_method("fork") == "spawn"
+    assert "spawn, not fork" in caplog.text
+
+
+def test_start_methods_are_checked_and_spawn_is_kept(monkeypatch):
+    monkeypatch.setattr("hogwild.procs.autograd_survives_fork", lambda: False)
+    assert resolve_start_method("spawn") == "spawn"
+    assert resolve_start_method("fork") == "spawn"
+    with pytest.raises(UsageError, match="'threads' is not available"):
+        resolve_start_method("threads")

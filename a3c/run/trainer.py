@@ -37,7 +37,7 @@ from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.precision import resolve_amp
-from hogwild.procs import FailurePolicy, WorkerGroup
+from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
 
 log = logging.getLogger("a3c.run.trainer")
@@ -74,6 +74,7 @@ class A3CRun:
         if cfg.target_return is None:
             cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
+        cfg.start_method = resolve_start_method(cfg.start_method)
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model
         start_steps, self.elapsed_before, run_dir = 0, 0.0, None

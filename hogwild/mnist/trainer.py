@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 
 from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
@@ -45,7 +44,7 @@ from hogwild.mnist.report import (
 )
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
 from hogwild.precision import check_amp
-from hogwild.procs import FailurePolicy, WorkerGroup
+from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
 from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
 from hogwild.rundir import RunDir
 
@@ -113,8 +112,7 @@ class MnistRun:
     # -- setup ---------------------------------------------------------------------
     def _validate(self) -> None:
         cfg = self.cfg
-        if cfg.start_method not in mp.get_all_start_methods():
-            raise UsageError(f"start method {cfg.start_method!r} is not available here")
+        cfg.start_method = resolve_start_method(cfg.start_method)
         check_amp(cfg.amp, "cpu", why_cpu="hogwild mode's workers train on the CPU")
         if cfg.eval_interval > 0:
             resolve_device(cfg.eval_device)  # fail now, not in the evaluator process

@@ -7,12 +7,16 @@ dependencies (Linux only, as the engine itself).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -127,12 +131,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@functools.cache
+def torchrun_log_dir() -> str:
+    """Where the session's torchrun agents keep their logs: left to itself, each agent
+    leaves a folder of its own in /tmp."""
+    path = tempfile.mkdtemp(prefix="torchrun-logs-")
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def torchrun(port: int, *args: str, **popen) -> subprocess.Popen:
     """One "machine" of a two-node job: torchrun's agent plus one process running ``args``."""
     cmd = [
         sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node",
         "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
-        "--max-restarts", "0", *args,
+        "--max-restarts", "0", "--log-dir", torchrun_log_dir(), *args,
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
     return subprocess.Popen(

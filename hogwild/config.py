@@ -297,7 +297,11 @@ class EngineConfig:
         1, "torch threads in each worker; keep workers x threads <= cores", group=ENGINE, min=1
     )
     start_method: str = setting(
-        "fork", "how workers are started", group=ENGINE, choices=("fork", "spawn")
+        "fork",
+        "how workers are started (fork turns to spawn where forked workers could not run "
+        "backward: after a backward pass in this process with a GPU present)",
+        group=ENGINE,
+        choices=("fork", "spawn"),
     )
     on_worker_failure: str = setting(
         "restart",

@@ -332,6 +332,7 @@ def autograd_survives_fork() -> bool:
 
 
 def forked_child_can_backward(timeout: float = 30.0) -> bool:
+    """Fork a child that runs one backward pass; one that hangs past ``timeout`` counts as no."""
     proc = mp.get_context("fork").Process(target=_backward_once, daemon=True)
     proc.start()
     proc.join(timeout)

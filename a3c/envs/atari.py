@@ -6,7 +6,8 @@ one-line :class:`~hogwild.errors.UsageError` naming the ``atari`` extra.
 
 :func:`wrap_atari` builds this stack, innermost first::
 
-    gym.make(id, frameskip=1)        ALE/...-v5: sticky actions (p=0.25) are kept
+    gym.make(id, frameskip=1,        ALE/...-v5: sticky actions (p=0.25) are kept;
+             obs_type="ram")         the env's own frames are dropped: RAM is cheapest
     RecordEpisodeStatistics          info["episode"] = {r, l, t}: the REAL game
     CroppedPreprocessing             AtariPreprocessing: no-op starts, skip 4 + max of
                                      the last 2 frames, grayscale; rows cropped (none
@@ -129,13 +130,16 @@ def register_atari_envs(env_id: str | None = None) -> None:
 
 
 def atari_make_kwargs(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Register ale-py's games; ``kwargs`` for ``gym.make`` with ``frameskip=1`` added.
+    """Register ale-py's games; ``kwargs`` for ``gym.make`` with ``frameskip=1`` and
+    ``obs_type="ram"`` added (unless the caller set them).
 
-    The emulator's own frame skip is turned off (unless the caller set ``frameskip``)
-    so that :func:`wrap_atari` can skip and max-pool.
+    The emulator's own frame skip is turned off so that :func:`wrap_atari` can skip and
+    max-pool. The env's own observation is dropped at every frame (``AtariPreprocessing``
+    reads the screen from the emulator itself): as the 128 bytes of RAM rather than an
+    RGB screen, an agent step of Pong costs ~20% less.
     """
     register_atari_envs(env_id)
-    return {"frameskip": 1, **kwargs}
+    return {"frameskip": 1, "obs_type": "ram", **kwargs}
 
 
 class EpisodicLife(gym.Wrapper):
@@ -301,7 +305,9 @@ class CroppedPreprocessing(AtariPreprocessing):
 
     def __init__(self, env: gym.Env, *, crop_top: int = 0, crop_bottom: int = 0, **kwargs):
         super().__init__(env, grayscale_obs=True, scale_obs=False, **kwargs)
-        height = self.obs_buffer[0].shape[0]
+        # Sized by the screen, not by the env's observation (RAM: atari_make_kwargs).
+        height, width = self.ale.getScreenDims()
+        self.obs_buffer = [np.empty((height, width), np.uint8) for _ in range(2)]
         if crop_top < 0 or crop_bottom < 0 or crop_top + crop_bottom >= height:
             raise UsageError(
                 f"crop_top and crop_bottom must be >= 0 and leave rows of the {height}-row "

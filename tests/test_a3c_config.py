@@ -76,6 +76,12 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
     }
 
 
+def test_atari_appo_runs_the_two_workers_its_rate_was_measured_at():
+    assert config_for("ALE/Qbert-v5").workers == 2
+    assert config_for("ALE/Qbert-v5", workers=8).workers == 8  # a flag still overrides it
+    assert config_for("ALE/Qbert-v5", algo="a3c").workers == A3CConfig().workers
+
+
 def test_a_games_own_settings_beat_its_familys_algorithm_table(monkeypatch):
     presets = {
         "default": {},

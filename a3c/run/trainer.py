@@ -186,6 +186,11 @@ class A3CRun:
     def run(self) -> A3CResult:
         if self.rundir is not None:
             self.progress.print(f"run folder: {self.rundir.path}")
+            cfg = self.cfg
+            self.progress.print(
+                f"{cfg.env}: preset {cfg.preset or 'none'}, {cfg.algo}, {cfg.workers} workers"
+                f" x {cfg.envs_per_worker} envs"
+            )
             if self.branched_from is not None:
                 self.progress.print(
                     f"resumed from {self.branched_from} into this new run folder; the run it"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tb_helpers import scalar_values
 
 from a3c.run.presets import config_for
 from a3c.run.trainer import train
@@ -43,9 +43,7 @@ def test_acrobot_learns_with_its_preset(acrobot):
     # The run stops at the first greedy score of -110, however early: the 100-episode
     # window may still hold the first episodes then (-163.7 once, with the last log
     # points' episodes at -100 and -92). The workers' latest episodes say they learned.
-    acc = EventAccumulator(str(r.run_dir))
-    acc.Reload()
-    latest = [e.value for e in acc.Scalars("charts/episodic_return")]
+    latest = scalar_values(r.run_dir)["charts/episodic_return"]
     assert latest[-1] > -150, latest  # random: -500
 
 

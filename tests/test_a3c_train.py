@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 from proc_helpers import child_pids, descendants, pid_gone
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tb_helpers import scalar_points
 
 from a3c.api import config_for
 from a3c.evaluate import main as evaluate_main
@@ -22,12 +22,6 @@ from a3c.train import main as train_main
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def scalars(run_dir: Path, tag: str) -> list[tuple[int, float]]:
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return [(e.step, e.value) for e in acc.Scalars(tag)]
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +46,7 @@ def test_two_workers_learn_cartpole(trained):
     cfg, result = trained
     assert result.exit_code == 0
     assert result.env_steps >= cfg.total_steps
-    returns = scalars(result.run_dir, "charts/episodic_return")
+    returns = scalar_points(result.run_dir)["charts/episodic_return"]
     # A random policy lasts ~22 steps; learning is fast enough to lift even the first
     # 0.05-s window above that, but not near the 150+ asserted below.
     assert returns[0][1] < 100, "a random CartPole policy lasts ~20 steps"
@@ -62,7 +56,7 @@ def test_two_workers_learn_cartpole(trained):
     # The preset's separate 64x64 nets held 500 to the end in 23 of 23 runs (>= 498.7);
     # the shared 128x128 trunk of the bare defaults ended at 143-500, and once at 9.4.
     assert result.mean_return_100 > 400, f"mean return only {result.mean_return_100:.1f}"
-    tags = EventAccumulator(str(result.run_dir)).Reload().Tags()["scalars"]
+    tags = scalar_points(result.run_dir)
     for tag in (
         "losses/policy_loss",
         "losses/value_loss",

@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tb_helpers import scalar_points
 
 from a3c.evaluate import main as evaluate_main
 from a3c.policy import ModelSpec
@@ -38,12 +38,6 @@ pytestmark = pytest.mark.usefixtures("hang_guard")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
-
-
 def only_run(logdir: Path) -> Path:
     (run,) = logdir.iterdir()
     return run
@@ -60,7 +54,7 @@ def a3c(logdir: Path, *flags: str) -> Path:
 
 
 def assert_losses_finite(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
-    values = scalars(run_dir)
+    values = scalar_points(run_dir)
     for tag in ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/grad_norm"):
         assert values.get(tag), f"{tag} never logged"
         assert all(math.isfinite(v) for _, v in values[tag]), (tag, values[tag])
@@ -79,7 +73,7 @@ def initial_model(ckpt: dict, seed: int) -> dict[str, torch.Tensor]:
 def test_linear_lr_schedule_decays_to_zero_at_the_step_budget(tmp_path):
     lr, total = 1e-3, 20_000
     run = a3c(tmp_path, "--lr", str(lr), "--lr-schedule", "linear", "--total-steps", str(total))
-    points = scalars(run)["charts/learning_rate"]
+    points = scalar_points(run)["charts/learning_rate"]
     assert len(points) >= 5, points
     values = [v for _, v in points]
     assert all(b <= a for a, b in zip(values, values[1:], strict=False)), values
@@ -172,7 +166,7 @@ def test_lstm_policy_is_evaluated_then_resumes_past_its_saved_steps(tmp_path, ca
         "--total-steps", "10000000", "--time-limit", "60",
     )  # fmt: skip
     assert "evaluation mean return" in capsys.readouterr().err
-    values = scalars(run)
+    values = scalar_points(run)
     assert values.get("eval/mean_return"), sorted(values)
     best = load_checkpoint(run / "best.pt")
     assert best["model_spec"]["lstm"] == 32
@@ -424,7 +418,7 @@ def test_mnist_target_accuracy_stops_after_the_first_epoch_reaching_it(mnist_dir
     out = capsys.readouterr().out
     assert f"reached --target-accuracy {target}%: stopping" in out
     run = only_run(tmp_path / "runs")
-    accuracy = [v for _, v in scalars(run)["test/accuracy"]]
+    accuracy = [v for _, v in scalar_points(run)["test/accuracy"]]
     assert accuracy[-1] >= target and all(a < target for a in accuracy[:-1]), accuracy
     assert len(accuracy) < 20, "ran every epoch: never stopped early"
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
@@ -447,7 +441,7 @@ def test_mnist_lr_decay_scales_each_epochs_learning_rate(mnist_dir, tmp_path, ca
     argv = ["--epochs", "2", "--max-batches-per-epoch", "20", "--lr", str(lr)]
     assert mnist(mnist_dir, tmp_path, *argv, "--lr-decay", str(gamma)) == 0
     capsys.readouterr()
-    values = scalars(only_run(tmp_path / "runs"))
+    values = scalar_points(only_run(tmp_path / "runs"))
     logged = [v for _, v in values["train/lr"]]
     assert logged == pytest.approx([lr, lr * gamma], rel=1e-6)
     loss = [v for _, v in values["test/loss"]]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from proc_helpers import child_pids, cmdline, pid_gone
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tb_helpers import scalar_values
 
 from hogwild.flat import flatten_parameters
 from hogwild.mnist import ConvNet, EpochPlan, main, shard_indices
@@ -38,12 +38,6 @@ def only_run_dir(tmp_path: Path) -> Path:
     return run
 
 
-def scalars(run_dir: Path) -> dict[str, list[float]]:
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
-
-
 # ---------------------------------------------------------------------- end to end
 
 
@@ -64,7 +58,7 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(mnist_dir, tmp_path, 
     first_samples = ckpt["samples"]
     assert first_samples == 2 * 150 * 64
 
-    values = scalars(run)
+    values = scalar_values(run)
     for tag in ("test/accuracy", "test/loss", "train/loss", "perf/samples_per_sec"):
         assert tag in values, f"{tag} missing from {sorted(values)}"
     assert values["test/accuracy"][-1] >= 95.0
@@ -80,7 +74,7 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(mnist_dir, tmp_path, 
     assert ckpt2["epoch"] == 2
     assert ckpt2["samples"] == 2 * first_samples
     assert ckpt2["test_accuracy"] >= 95.0
-    values = scalars(run)
+    values = scalar_values(run)
     assert len(values["test/accuracy"]) == 2
     assert "eval/accuracy" in values and values["eval/accuracy"][-1] > 90.0
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from proc_helpers import cmdline, descendants, finish, free_port, kill_tree, pid_gone, torchrun
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tb_helpers import scalar_values
 
 from hogwild.flat import flatten_parameters
 from hogwild.mnist import ConvNet, main, params_digest
@@ -31,12 +31,6 @@ def common(mnist_dir: Path, tmp_path: Path, *extra: str) -> list[str]:
         "--data-dir", str(mnist_dir), "--no-download", "--logdir", str(tmp_path / "runs"),
         "--seed", "3", *extra,
     ]  # fmt: skip
-
-
-def scalars(run_dir: Path) -> dict[str, list[float]]:
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    return {tag: [e.value for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
 def event_writers(tmp_path: Path) -> set[tuple[Path, str]]:
@@ -64,7 +58,7 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys)
     assert ckpt["samples"] == 2 * 150 * 64  # both ranks' batches
     assert ckpt["test_accuracy"] >= 95.0
     ConvNet().load_state_dict(ckpt["model"])  # the plain model's keys, no "module."
-    values = scalars(run)
+    values = scalar_values(run)
     for tag in ("train/loss", "test/loss", "test/accuracy", "perf/samples_per_sec"):
         assert tag in values, f"{tag} missing from {sorted(values)}"
     assert values["test/accuracy"] == [pytest.approx(ckpt["test_accuracy"])]
@@ -136,7 +130,7 @@ def test_two_nodes_learn_one_run_identical_models(mnist_dir, tmp_path):
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["samples"] == 2 * 150 * 64, "sample counts are summed over the nodes"
     assert ckpt["test_accuracy"] >= 95.0
-    assert scalars(run)["test/accuracy"] == [pytest.approx(ckpt["test_accuracy"])]
+    assert scalar_values(run)["test/accuracy"] == [pytest.approx(ckpt["test_accuracy"])]
     # Both nodes ended with the same parameters, and they are rank 0's checkpoint.
     digests = {m[1] for _, out, _ in results for m in DIGEST.finditer(out)}
     model = ConvNet()

@@ -14,6 +14,7 @@ import time
 import pytest
 import torch
 from proc_helpers import descendants, pid_gone
+from tb_helpers import scalar_points
 
 from a3c.learning.normalize import RunningMeanStd
 from a3c.run.config import A3CConfig
@@ -342,8 +343,6 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     """A linear rate stopped early (at ~2k of 40k steps) and resumed with a budget 4k steps
     on goes on from where the decay was to 0 there, instead of jumping up to
     1 - 2k/(2k + 4k) of the rate."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
     from a3c.learning.schedules import decay_done
 
     assert decay_done(2_000, 4_000) == 0.5
@@ -378,12 +377,9 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     assert r.exit_code == 0 and r.env_steps >= steps + 4_000
     config = json.loads((r.run_dir / "config.json").read_text())
     assert (config["decay_start_steps"], config["decay_start_done"]) == (steps, done)
-    acc = EventAccumulator(str(r.run_dir), size_guidance={"scalars": 0}).Reload()
-    rates = [p for p in acc.Scalars("charts/learning_rate") if p.step > steps]
-    assert rates and max(p.value for p in rates) <= lr * (1 - done) + 1e-9
+    rates = [(s, v) for s, v in scalar_points(r.run_dir)["charts/learning_rate"] if s > steps]
+    assert rates and max(v for _, v in rates) <= lr * (1 - done) + 1e-9
     window = 1_000  # a point averages the rates of its window's steps, before its own
-    for p in rates:
-        later, earlier = (
-            decay_done(s, steps + 4_000, steps, done) for s in (p.step, p.step - window)
-        )
-        assert lr * (1 - later) - 1e-6 <= p.value <= lr * (1 - earlier) + 1e-6, p
+    for step, rate in rates:
+        later, earlier = (decay_done(s, steps + 4_000, steps, done) for s in (step, step - window))
+        assert lr * (1 - later) - 1e-6 <= rate <= lr * (1 - earlier) + 1e-6, (step, rate)

@@ -11,10 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 from proc_helpers import run_python
+from tb_helpers import scalar_values
 
 pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (pip install -e ".[tune]")')
-
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
 import a3c.tune as tuning  # noqa: E402
 from a3c.run import presets  # noqa: E402
@@ -186,9 +185,7 @@ def test_a_trial_runs_the_presets_schedule_and_the_file_records_it(tmp_path, cap
     (cfg,) = trial_configs(tmp_path)
     assert (cfg["lr_schedule"], cfg["total_steps"]) == ("linear", 40_000)
     (run,) = (tmp_path / "study" / "trials").iterdir()
-    acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
-    acc.Reload()
-    rates = [e.value for e in acc.Scalars("charts/learning_rate")]
+    rates = scalar_values(run)["charts/learning_rate"]
     start = float(np.float32(1e-3))  # TensorBoard keeps float32: 1e-3 reads back a hair above
     assert len(rates) >= 2 and rates[-1] < rates[0] <= start, rates  # it decays
     best = tomllib.loads((tmp_path / "best.toml").read_text())

@@ -11,6 +11,7 @@ import pytest
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
 from a3c.run.presets import config_for, load_presets, resolve_preset
+from a3c.run.trainer import train
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
 
@@ -80,6 +81,23 @@ def test_atari_appo_runs_the_two_workers_its_rate_was_measured_at():
     assert config_for("ALE/Qbert-v5").workers == 2
     assert config_for("ALE/Qbert-v5", workers=8).workers == 8  # a flag still overrides it
     assert config_for("ALE/Qbert-v5", algo="a3c").workers == A3CConfig().workers
+
+
+def test_a_run_with_other_workers_than_its_preset_was_measured_with_says_so(
+    tmp_path, monkeypatch, capsys
+):
+    presets = {**load_presets(), "CartPole-v1": {"workers": 1}}
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
+    for workers in (1, 2):
+        cfg = config_for(
+            "CartPole-v1", workers=workers, total_steps=2_000, eval_interval=0,
+            logdir=str(tmp_path / str(workers)),
+        )  # fmt: skip
+        assert train(cfg).exit_code == 0
+        out = capsys.readouterr()
+        warned = "warning: preset CartPole-v1 was measured with 1 workers, not 2" in out.err
+        assert warned == (workers == 2), out.err
+        assert f"CartPole-v1: preset CartPole-v1, a3c, {workers} workers x 8 envs" in out.err
 
 
 def test_a_games_own_settings_beat_its_familys_algorithm_table(monkeypatch):

@@ -23,6 +23,7 @@ __all__ = [
     "AUTO",
     "config_for",
     "load_presets",
+    "measured_workers",
     "read_config_file",
     "resolve_preset",
     "saved_config",
@@ -92,6 +93,14 @@ def resolve_preset(
         settings.update({k: v for k, v in table.items() if k not in ALGOS})
         settings.update(table.get(chosen, {}))
     return name, settings
+
+
+def measured_workers(cfg: A3CConfig) -> int | None:
+    """The worker count the run's preset sets, because its settings were measured there
+    (Atari's APPO: 2); None where it sets none."""
+    if cfg.preset is None or cfg.preset not in load_presets():
+        return None
+    return resolve_preset(cfg.env, cfg.preset, cfg.algo)[1].get("workers")
 
 
 def _family(env: str) -> str:

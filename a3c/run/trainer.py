@@ -25,6 +25,7 @@ from a3c.learning.schedules import decay_done
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
 from a3c.run.logger import RunLogger
+from a3c.run.presets import measured_workers
 from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
 from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
@@ -191,6 +192,12 @@ class A3CRun:
                 f"{cfg.env}: preset {cfg.preset or 'none'}, {cfg.algo}, {cfg.workers} workers"
                 f" x {cfg.envs_per_worker} envs"
             )
+            measured = measured_workers(cfg)
+            if measured is not None and measured != cfg.workers:
+                self.progress.print(
+                    f"warning: preset {cfg.preset} was measured with {measured} workers, not"
+                    f" {cfg.workers}: its rate may not hold (docs/tuning.md)"
+                )
             if self.branched_from is not None:
                 self.progress.print(
                     f"resumed from {self.branched_from} into this new run folder; the run it"

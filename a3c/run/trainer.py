@@ -196,7 +196,7 @@ class A3CRun:
             if measured is not None and measured != cfg.workers:
                 self.progress.print(
                     f"warning: preset {cfg.preset} was measured with {measured} workers, not"
-                    f" {cfg.workers}: its rate may not hold (docs/tuning.md)"
+                    f" {cfg.workers}: its settings may not hold (docs/tuning.md)"
                 )
             if self.branched_from is not None:
                 self.progress.print(

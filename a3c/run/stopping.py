@@ -13,6 +13,10 @@ from a3c.run.telemetry import STAT, RunStats
 #: that still improves, as on MountainCar-v0 at ~4% of uniform, is left alone).
 ENTROPY_COLLAPSE = 0.1
 STALL_S = 30.0
+#: A rise of the 100-episode mean counts as progress when it beats the mean of the last
+#: progress by this share of its size (at least 1 unit's share): a collapsed CartPole's
+#: mean sets noise records every ~0.3 s (9.3 to 9.5) and would never look stalled.
+PROGRESS_SHARE = 0.01
 #: Warn when at least this share of the updates had flat values (one value for every
 #: observation: a dead layer) in every log window for FLAT_S seconds. Pong's APPO lost
 #: its first conv layer in 1 start of 6 (docs/benchmarks.md) and never came back.
@@ -28,7 +32,8 @@ class Targets:
         self.target, self.metric = cfg.target_return, cfg.target_metric
         self.history = history
         self.max_entropy = max_entropy
-        self.last_progress = 0.0  # when the best 100-episode mean last rose (monotonic s)
+        self.last_progress = 0.0  # when the 100-episode mean last rose (monotonic s)
+        self.progress_mean: float | None = None  # and to what
         self.flat_since: float | None = None  # since when every window's values were flat
 
     def track_best_100(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:
@@ -37,7 +42,9 @@ class Targets:
         full = len(stats.recent) == stats.recent.maxlen
         if full and (history.best_100 is None or stats.mean_100 > history.best_100.mean):
             history.best_100 = BestMean(stats.mean_100, seconds, steps)
-            self.last_progress = now
+        mark = self.progress_mean
+        if full and (mark is None or stats.mean_100 > mark + PROGRESS_SHARE * max(abs(mark), 1)):
+            self.progress_mean, self.last_progress = stats.mean_100, now
         return full
 
     def solved_now(self, stats: RunStats, seconds: float, steps: int, now: float) -> bool:

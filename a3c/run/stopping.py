@@ -14,8 +14,8 @@ from a3c.run.telemetry import STAT, RunStats
 ENTROPY_COLLAPSE = 0.1
 STALL_S = 30.0
 #: A rise of the 100-episode mean counts as progress when it beats the mean of the last
-#: progress by this share of its size (at least 1 unit's share): a collapsed CartPole's
-#: mean sets noise records every ~0.3 s (9.3 to 9.5) and would never look stalled.
+#: progress by this share of its size (of 1 where smaller): a collapsed CartPole's mean
+#: crept from 9.3 to 9.5 by noise records in a second (CI) and never looked stalled.
 PROGRESS_SHARE = 0.01
 #: Warn when at least this share of the updates had flat values (one value for every
 #: observation: a dead layer) in every log window for FLAT_S seconds. Pong's APPO lost

@@ -124,9 +124,3 @@ def pytest_report_header(config: pytest.Config) -> str:
         f"MNIST: {path}" if path else f"MNIST: tests will {'FAIL' if under_ci() else 'skip'}: {why}"
     )
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files with learning runs first: side by side (pytest-xdist), the long ones start
-    early and the short ones fill in at the end, instead of one worker finishing alone."""
-    learning = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in learning)

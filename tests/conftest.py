@@ -123,4 +123,3 @@ def pytest_report_header(config: pytest.Config) -> str:
     return (
         f"MNIST: {path}" if path else f"MNIST: tests will {'FAIL' if under_ci() else 'skip'}: {why}"
     )
-

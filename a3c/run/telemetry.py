@@ -62,6 +62,7 @@ METRICS = (
     *loss_metrics(),
     Metric("grad_norm", "losses/grad_norm"),
     Metric("lr", "charts/learning_rate"),
+    Metric("dead_units", "charts/dead_units"),
     Metric("skipped", "charts/skipped_updates", SUM),
     Metric("kl_stops", "charts/kl_stops", SUM, algos=("appo",)),
 )
@@ -157,11 +158,13 @@ def write_logs(
         run.scalars(episodes, step)
         written.update(episodes)
     n = w[STAT["updates"]]
-    if n > 0:
+    if n > 0 or w[STAT["skipped"]] > 0:
+        # A window whose every update was skipped still logs its counts: the skipped
+        # count is what explains it; means per update need an update.
         scalars = {
             m.tag: w[i] / n if m.logged == MEAN else w[i]
             for i, m in enumerate(METRICS)
-            if m.tag is not None and algo in m.algos
+            if m.tag is not None and algo in m.algos and (n > 0 or m.logged == SUM)
         }
         scalars["perf/env_steps_per_sec"] = steps / dt
         scalars["perf/updates_per_sec"] = n / dt

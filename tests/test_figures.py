@@ -23,6 +23,7 @@ COMMON_TAGS = {
     "losses/grad_norm",
     "charts/learning_rate",
     "charts/skipped_updates",
+    "charts/dead_units",
 }
 TAGS = {
     "a3c": COMMON_TAGS,

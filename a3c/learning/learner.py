@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from a3c.learning.dead_units import DeadUnits
 from a3c.learning.figures import Figures
 from a3c.learning.loss import A3CFigures, a3c_loss
 from a3c.learning.ppo import PPOFigures, behaviour, minibatches, ppo_loss, refresh_targets
@@ -42,7 +43,7 @@ MIN_BATCH = 5
 #: What each algorithm's steps report: its loss's figures; each step adds the learner's
 #: own ``STEP_FIGURES``, and the learner counts ``COUNTS``.
 FIGURES: dict[str, type[Figures]] = {"a3c": A3CFigures, "appo": PPOFigures}
-STEP_FIGURES = ("grad_norm", "lr")
+STEP_FIGURES = ("grad_norm", "lr", "dead_units")
 COUNTS = ("updates", "skipped", "kl_stops")
 
 
@@ -89,6 +90,7 @@ class Learner:
         self.optimizer, self.rank, self.stats = optimizer, rank, stats
         self.grad = attach_flat_grad(model, local)
         self.precision = Precision(resolve_amp(settings.amp))
+        self.dead = DeadUnits(getattr(model, "first_conv", None))
         figures = FIGURES[settings.algo].names()
         self.step_slots = np.array([slots[name] for name in (*figures, *STEP_FIGURES)])
         self.count = {name: slots[name] for name in COUNTS}
@@ -127,7 +129,7 @@ class Learner:
         return self._appo_steps(rollout, update, lr)
 
     def _a3c_step(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool | None:
-        with self.precision.autocast():
+        with self.precision.autocast(), self.dead.watch():
             loss, figures = a3c_loss(self.model, rollout, update)
         values = figures.stacked()
         held = self.accumulate > 1
@@ -151,7 +153,7 @@ class Learner:
                     b = refresh_targets(self.model, rollout, b, gamma, lam)
             for idx in minibatches(T, K, s.minibatches, rollout.state is not None):
                 self.local.copy_(self.shared)
-                with self.precision.autocast():
+                with self.precision.autocast(), self.dead.watch():
                     loss, figures = ppo_loss(self.model, rollout, b, idx, update)
                 values = figures.stacked().tolist()
                 if s.target_kl is not None and float(figures.approx_kl) > KL_STOP * s.target_kl:
@@ -192,7 +194,7 @@ class Learner:
         if np.isfinite(grad_norm) and np.isfinite(loss.item()):
             self.optimizer.step(self.grad, self.rank, lr)
             stats[self.count["updates"]] += 1
-            stats[self.step_slots] += (*figures, grad_norm, lr)
+            stats[self.step_slots] += (*figures, grad_norm, lr, self.dead.share)
             return True
         stats[self.count["skipped"]] += 1
         return False

@@ -243,6 +243,12 @@ class ActorCritic(nn.Module):
             for name, p in self.lstm.named_parameters():
                 (nn.init.zeros_ if "bias" in name else nn.init.orthogonal_)(p)
 
+    @property
+    def first_conv(self) -> nn.Module | None:
+        """The conv encoder's first layer (ReLU after it), where a dead start shows first;
+        None without one."""
+        return None if self.encoder is None else self.encoder.conv[0]
+
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         if self.encoder is not None:
             return self.encoder(obs)

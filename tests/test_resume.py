@@ -383,3 +383,28 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     for step, rate in rates:
         later, earlier = (decay_done(s, steps + 4_000, steps, done) for s in (step, step - window))
         assert lr * (1 - later) - 1e-6 <= rate <= lr * (1 - earlier) + 1e-6, (step, rate)
+
+
+def test_a_branch_from_a_renamed_checkpoint_writes_its_own_best(evaluated_run, tmp_path):
+    """A copy of checkpoint.pt under another name branches; the parent's best evaluation is
+    not in the new folder, so the branch's own first evaluation writes its best.pt, even
+    one that scores below the parent's (episodes cut at SHORT_EPISODE steps)."""
+    snapshot = tmp_path / "snap_40k.pt"
+    snapshot.write_bytes((evaluated_run.run_dir / "checkpoint.pt").read_bytes())
+    assert load_checkpoint(snapshot)["history"]["best_eval"] == evaluated_run.best_eval >= 8
+    r = train(
+        cartpole(
+            tmp_path / "runs",
+            total_steps=10_000_000,
+            env_kwargs={"max_episode_steps": SHORT_EPISODE},
+            eval_interval=0.5,
+            eval_episodes=2,
+            target_metric="eval",
+            target_return=1.0,
+            resume=str(snapshot),
+        )
+    )
+    assert r.exit_code == 0
+    best = load_checkpoint(r.run_dir / "best.pt")
+    assert best["eval_mean_return"] == r.best_eval <= SHORT_EPISODE
+    assert load_checkpoint(r.run_dir / "checkpoint.pt")["history"]["best_eval"] == r.best_eval

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import shutil
 import time
 from collections.abc import Sequence
@@ -175,9 +176,12 @@ class A3CRun:
             # best.pt (or any other): its folder holds a newer run, which a resume from an
             # older checkpoint must not overwrite, so this run branches into a new folder.
             self.branched_from, run_dir = path, None
-            if "eval_mean_return" in ckpt:
+            if "eval_mean_return" in ckpt:  # an evaluated model: best.pt, or a copy of it
                 self.history.best_eval = float(ckpt["eval_mean_return"])
+                self.history.best_eval_step = int(ckpt["env_steps"])
                 self.branch_keeps_best = True
+            else:  # a copy of a checkpoint.pt: the parent's best is not in this folder
+                self.history.best_eval, self.history.best_eval_step = -math.inf, None
         else:
             best = saved_best_eval(run_dir / BEST)
             self.history.best_eval = max(self.history.best_eval, best)

@@ -408,3 +408,21 @@ def test_a_branch_from_a_renamed_checkpoint_writes_its_own_best(evaluated_run, t
     best = load_checkpoint(r.run_dir / "best.pt")
     assert best["eval_mean_return"] == r.best_eval <= SHORT_EPISODE
     assert load_checkpoint(r.run_dir / "checkpoint.pt")["history"]["best_eval"] == r.best_eval
+
+
+def test_a_resume_in_place_says_it_ignores_logdir_and_run_name(evaluated_run, tmp_path, capsys):
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("checkpoint.pt", "best.pt", "config.json"):
+        (copy / name).write_bytes((evaluated_run.run_dir / name).read_bytes())
+    steps = load_checkpoint(copy / "checkpoint.pt")["env_steps"]
+    elsewhere = tmp_path / "elsewhere"
+    code = train_main(
+        ["--resume", str(copy / "checkpoint.pt"), "--logdir", str(elsewhere),
+         "--run-name", "mine", "--total-steps", str(steps + 1_000), "--eval-interval", "0"]
+    )  # fmt: skip
+    assert code == 0
+    err = capsys.readouterr().err
+    assert f"--logdir {elsewhere} and --run-name mine ignored" in err
+    assert not elsewhere.exists()
+    assert load_checkpoint(copy / "checkpoint.pt")["env_steps"] >= steps + 1_000

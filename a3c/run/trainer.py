@@ -84,6 +84,7 @@ class A3CRun:
         saved_statistics: dict[str, torch.Tensor] = {}
         self.branched_from: str | None = None  # the checkpoint a new run folder starts from
         self.branch_keeps_best = False
+        self.ignored: list[str] = []  # flags a resume in the run's own folder cannot follow
         if cfg.resume:
             run_dir, start_steps, saved_statistics = self._restore(cfg.resume)
             cfg.decay_start_steps, cfg.decay_start_done = start_steps, self.decay_done
@@ -185,6 +186,11 @@ class A3CRun:
         else:
             best = saved_best_eval(run_dir / BEST)
             self.history.best_eval = max(self.history.best_eval, best)
+            self.ignored = [
+                f"--{name.replace('_', '-')} {getattr(self.cfg, name)}"
+                for name in ("logdir", "run_name")
+                if name in saved and getattr(self.cfg, name) != saved[name]
+            ]
         return run_dir, int(ckpt["env_steps"]), statistics
 
     # -- the run: what the engine's loop asks of A3C ---------------------------------------
@@ -201,6 +207,11 @@ class A3CRun:
                 self.progress.print(
                     f"warning: preset {cfg.preset} was measured with {measured} workers, not"
                     f" {cfg.workers}: its settings may not hold (docs/tuning.md)"
+                )
+            if self.ignored:
+                self.progress.print(
+                    f"{' and '.join(self.ignored)} ignored: a resume from {CHECKPOINT} goes on"
+                    f" in its own folder; resume from a copy under another name to branch"
                 )
             if self.branched_from is not None:
                 self.progress.print(

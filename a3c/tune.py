@@ -4,9 +4,11 @@ Each trial is a real run of ``--budget`` seconds (no target: it runs the whole b
 scored by the **time-average of the 100-episode mean** over the run, which rewards
 learning soon *and* keeping it, the two things the presets are chosen for. A trial whose
 curve lags the median of earlier trials at the same time is pruned (stopped early, from a
-run callback). The first trial is the env's preset as it is, so the table shows what
-the search found against it. The best settings are written as a TOML file that
-``a3c.train --config`` takes. A preset whose rate, entropy or clip range decays keeps its
+run callback). The algorithm and worker count are the env's preset's, as ``a3c.train``
+takes them, unless ``--algo`` or ``--workers`` says otherwise, and the first trial is that
+preset as it is, so the table shows what the search found against it. The best settings
+are written as a TOML file that ``a3c.train --config`` takes, with the algorithm and
+worker count the trials ran at. A preset whose rate, entropy or clip range decays keeps its
 ``total_steps`` in every trial (the decay's horizon; the budget stops the run), so a
 trial scores the schedule that the file, which records it, runs.
 
@@ -16,7 +18,9 @@ observations: no separate networks, MLP sizes or observation normalisation), so 
 rarely proposes a value a run would refuse; a trial that is refused anyway is pruned with
 its reason, and the search goes on. ``--jobs J``
 runs J trials at once, each in its own process (Optuna's journal file keeps the study),
-with ``--workers`` each: give J x workers <= your cores.
+with ``--workers`` each: give J x workers <= your cores. A ``--logdir`` holds one search:
+run again with the same env, algorithm, budget and workers, it continues it (as Optuna
+resumes a named study); with others it is refused, as their scores do not compare.
 
 Needs the optional extra: ``pip install "hogwild-a3c[tune]"`` (Optuna).
 """
@@ -38,11 +42,12 @@ from a3c.envs.make import env_spaces
 from a3c.policy import ModelSpec
 from a3c.run.callbacks import RunEvent
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
-from a3c.run.presets import config_for
+from a3c.run.presets import config_for, measured_workers
 from hogwild.cli import run_cli
 from hogwild.errors import UsageError
 
 PROG = "a3c.tune"
+STUDY = "a3c-tune"  # one study a --logdir: its user attributes say what it searched
 INSTALL_HINT = 'pip install "hogwild-a3c[tune]" (or, from a checkout, pip install -e ".[tune]")'
 
 
@@ -231,7 +236,7 @@ def _optimize(args: argparse.Namespace, trials: int, job: int = 0) -> None:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(
-        study_name=args.study_name,
+        study_name=STUDY,
         storage=_storage(args),
         sampler=optuna.samplers.TPESampler(seed=args.seed + job),  # jobs propose apart
         pruner=_pruner(args),
@@ -294,23 +299,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"a3c.tune needs Optuna: {INSTALL_HINT}") from None
     from a3c.run.shared_model import model_spec
 
+    if args.trials < 1 or args.jobs < 1 or not 0 < args.budget < math.inf:
+        raise UsageError("--trials and --jobs must be at least 1, --budget a number above 0")
     # A bad env or setting: one line before anything starts. The env is made as a run
     # makes it (the preset's wrappers: MiniGrid's drops its text mission), and the
     # policy it takes decides what the search leaves out.
-    cfg = config_for(args.env, algo=args.algo)
+    cfg = _preset(args)
     args.dims = space(
         args.algo, drop=unusable(model_spec(cfg, env_spaces(cfg.env, **cfg.env_options())))
     )
-    if args.trials < 1 or args.budget <= 0 or args.jobs < 1:
-        raise UsageError("--trials and --jobs must be at least 1, --budget above 0")
-    Path(args.logdir).mkdir(parents=True, exist_ok=True)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(
-        study_name=args.study_name,
-        storage=_storage(args),
-        direction="maximize",
-        load_if_exists=True,
-    )
+    _open_study(args)
     t0 = time.monotonic()
     share = [args.trials // args.jobs + (i < args.trials % args.jobs) for i in range(args.jobs)]
     helpers = [
@@ -325,7 +324,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for p in helpers:
             p.join()
-    study = optuna.load_study(study_name=args.study_name, storage=_storage(args))
+    study = optuna.load_study(study_name=STUDY, storage=_storage(args))
     print(f"\n{table(study)}\n", flush=True)
     finished = [t for t in study.trials if t.value is not None]
     refused = [t.user_attrs["refused"] for t in study.trials if "refused" in t.user_attrs]
@@ -339,7 +338,7 @@ def run(args: argparse.Namespace) -> int:
     best = max(finished, key=lambda t: t.value)
     settings = _settings_of(best, args)
     scored = schedule(config_for(args.env, algo=args.algo, **settings))
-    values = {"env": args.env, "algo": args.algo, **scored, **settings}
+    values = {"env": args.env, "algo": args.algo, "workers": args.workers, **scored, **settings}
     header = (
         f"python -m a3c.tune {' '.join(sys.argv[1:])}\n"
         f"trial {best.number}: time-averaged 100-episode mean {best.value:.1f} over "
@@ -349,6 +348,48 @@ def run(args: argparse.Namespace) -> int:
     print(f"best: trial {best.number}, score {best.value:.1f}; settings in {args.out}")
     print(f"use them: python -m a3c.train --config {args.out}")
     return 0
+
+
+def _preset(args: argparse.Namespace) -> A3CConfig:
+    """The env's preset with ``--algo`` and ``--workers`` where given, as ``a3c.train``
+    resolves it; ``args`` takes its algorithm and worker count, which every trial runs
+    and the file records. Unset, the workers are the preset's (Atari's APPO: 2), else
+    the cores shared among the jobs."""
+    asked = {k: v for k in ("algo", "workers") if (v := getattr(args, k)) is not None}
+    cfg = config_for(args.env, **asked)
+    args.algo = cfg.algo
+    if args.workers is None:
+        args.workers = measured_workers(cfg) or max(1, (os.cpu_count() or 1) // args.jobs)
+    return cfg
+
+
+def _open_study(args: argparse.Namespace) -> None:
+    """Starts the search in ``--logdir``, or continues the one there if it searched the
+    same; another env's, algorithm's, budget's or worker count's trials would mix into
+    the table and the best, their scores not comparable, so that is refused."""
+    import optuna
+
+    search = {"env": args.env, "algo": args.algo, "budget": args.budget, "workers": args.workers}
+    if (Path(args.logdir) / "study.journal").exists():
+        try:
+            held = optuna.load_study(study_name=STUDY, storage=_storage(args))
+        except KeyError:  # a journal of some other study
+            held = None
+        if held is None or held.user_attrs != search:
+            what = ", ".join(f"{k} {v}" for k, v in held.user_attrs.items()) if held else ""
+            raise UsageError(
+                f"--logdir {args.logdir} holds another search ({what or 'not of a3c.tune'}); "
+                "give a new --logdir, or that search's settings to continue it"
+            )
+        print(f"{PROG}: continuing the search in {args.logdir} ({len(held.trials)} trials so far)")
+        return
+    try:
+        Path(args.logdir).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"cannot make --logdir {args.logdir}: {e.strerror or e}") from None
+    study = optuna.create_study(study_name=STUDY, storage=_storage(args), direction="maximize")
+    for name, value in search.items():
+        study.set_user_attr(name, value)
 
 
 def _settings_of(trial: Any, args: argparse.Namespace) -> dict[str, Any]:
@@ -371,17 +412,25 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     p.add_argument("--env", required=True, help="a Gymnasium env id")
-    p.add_argument("--algo", choices=("a3c", "appo"), default="a3c")
+    p.add_argument(
+        "--algo", choices=("a3c", "appo"), default=None, help="default: the env's preset's"
+    )
     p.add_argument("--trials", type=int, default=20, help="runs in all (default 20)")
     p.add_argument("--budget", type=float, default=30.0, help="seconds per run (default 30)")
     p.add_argument("--jobs", type=int, default=1, help="trials at once, one process each")
-    p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2)), help="per trial")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="per trial (default: the preset's, else the cores / --jobs)",
+    )
     p.add_argument("--seed", type=int, default=0, help="the sampler's; trial i runs seed+i")
     p.add_argument("--out", default="best.toml", help="the TOML file of the best settings")
     p.add_argument(
         "--logdir",
         default=None,
-        help="trials' runs and the study (default: runs/tune_<env>_<time>)",
+        help="trials' runs and the study (default: runs/tune_<env>_<time>); an existing "
+        "one's search is continued if it searched the same env, algo, budget and workers",
     )
     p.add_argument(
         "--no-preset-first",
@@ -397,7 +446,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.logdir is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
             args.logdir = str(Path("runs") / f"tune_{args.env.replace('/', '-')}_{stamp}")
-        args.study_name = "a3c-tune"
         return run(args)
 
     return run_cli(build_parser(), go, argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import tomllib
@@ -199,3 +200,55 @@ def test_a_constant_schedule_runs_to_the_time_budget_alone():
                      {"clip_range_final": 0.05}):  # fmt: skip
         cfg = A3CConfig(total_steps=1000, **decaying)
         assert cfg.decays() and tuning.schedule(cfg)["total_steps"] == 1000, decaying
+
+
+# ------------------------------------------- the preset's algorithm, one search a logdir (issue 54)
+
+#: What a trial sets for itself, which the written file leaves to ``a3c.train``.
+RUN_ONLY = {"time_limit", "target_return", "eval_interval", "seed", "logdir", "run_name"}
+
+
+def test_a_search_runs_the_presets_algorithm_and_the_file_reproduces_its_trial(
+    tmp_path, capsys, monkeypatch
+):
+    """Pendulum's preset chooses APPO: without --algo every trial runs it, trial 0 is the
+    preset as it is, and the file trains at the trials' algorithm and worker count."""
+    monkeypatch.setattr(tuning.os, "cpu_count", lambda: 1)  # the default --workers: 1
+    argv = [
+        "--env", "Pendulum-v1", "--trials", "1", "--budget", "2", "--seed", "1",
+        "--out", str(tmp_path / "best.toml"), "--logdir", str(tmp_path / "study"),
+    ]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    (trial,) = trial_configs(tmp_path)
+    assert (trial["algo"], trial["workers"], trial["n_steps"]) == ("appo", 1, 256), trial
+    best = tomllib.loads((tmp_path / "best.toml").read_text())
+    assert best == {"env": "Pendulum-v1", "algo": "appo", "workers": 1}, best
+    again = dataclasses.asdict(presets.config_for(config_file=tmp_path / "best.toml"))
+    again = json.loads(json.dumps(again))  # as config.json keeps it: lists, not tuples
+    differ = {k for k in trial if k not in RUN_ONLY and again[k] != trial[k]}
+    assert differ <= {"total_steps"}, differ  # the trial's: none, the budget stopped it
+
+
+def test_a_logdir_holds_one_search_continued_only_with_its_settings(tmp_path, capsys):
+    assert main(quick(tmp_path, "CartPole-v1", "--trials", "1")) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    (tmp_path / "best.toml").unlink()
+    for other in (["--env", "Pendulum-v1"], ["--algo", "appo"], ["--budget", "2"]):
+        assert main([*quick(tmp_path, "CartPole-v1", "--trials", "1"), *other]) == 2, other
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "holds another search" in err[0], err
+        assert not (tmp_path / "best.toml").exists()
+    assert len(trial_configs(tmp_path)) == 1  # none ran
+    # The same search again continues it: its trial 0 (the preset) and a new one.
+    assert main(quick(tmp_path, "CartPole-v1", "--trials", "1")) == 0
+    out = capsys.readouterr().out
+    assert "continuing the search" in out and "| 0 | complete |" in out, out
+    assert len(trial_configs(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("budget", ["nan", "inf"])
+def test_a_budget_that_is_not_a_number_of_seconds_is_one_line(tmp_path, capsys, budget):
+    assert main(["--env", "CartPole-v1", "--budget", budget, "--logdir", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("a3c.tune: error:") and "--budget" in err[0], err
+    assert not (tmp_path / "s").exists()

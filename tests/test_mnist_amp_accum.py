@@ -21,8 +21,11 @@ from tb_helpers import scalar_values
 from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from hogwild.errors import UsageError
 from hogwild.flat import attach_flat_grad, flatten_parameters
-from hogwild.mnist import ConvNet, main, params_digest
+from hogwild.mnist import ConvNet, ddp, main, params_digest
+from hogwild.mnist.checkpoints import resume_scaler
+from hogwild.mnist.config import MnistConfig
 from hogwild.mnist.data import load_mnist
 from hogwild.mnist.ddp_rank import ddp_step
 from hogwild.mnist.model import channels_last
@@ -205,6 +208,50 @@ def test_cli_trains_with_grad_accum_and_bf16(mnist_dir, tmp_path, capsys, mode):
     # Telemetry every --log-interval (10) steps: 30 steps make 3 reports per worker (hogwild)
     # or 3 all-reduced ones (ddp); 60 steps would have made twice as many.
     assert len(scalar_values(run)["train/loss"]) == (6 if mode == "hogwild" else 3)
+
+
+# ------------------------------------------------------------- fp16's loss scale, resumed
+
+
+def test_ddp_fp16_resume_continues_from_the_saved_loss_scale(mnist_dir, tmp_path, monkeypatch):
+    """The checkpoint holds the GradScaler's state and a resume starts from it.
+
+    fp16 is refused on the CPU as slow, not as wrong: this gloo run lets the ranks' CPU
+    GradScaler work. Adam at --lr 0.05 makes the first steps large enough to overflow fp16,
+    so the scale backs off from 2**16 within a few steps.
+    """
+    monkeypatch.setattr(ddp, "check_amp", lambda *args, **kwargs: None)
+    argv = [
+        "--mode", "ddp", "--amp", "fp16", "--optimizer", "adam", "--lr", "0.05",
+        "--workers", "2", "--seed", "3", "--train-subset", "1024", "--data-dir", str(mnist_dir),
+        "--no-download", "--logdir", str(tmp_path / "runs"),
+    ]  # fmt: skip
+    assert main([*argv, "--epochs", "1", "--max-batches-per-epoch", "4"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    saved = torch.load(run / "checkpoint.pt", weights_only=True)["scaler"]
+    assert saved["scale"] < 2.0**16, saved  # moved away from GradScaler's initial scale
+    resume = ["--resume", str(run / "checkpoint.pt")]
+    assert main([*argv, *resume, "--epochs", "2", "--max-batches-per-epoch", "1"]) == 0
+    after = torch.load(run / "checkpoint.pt", weights_only=True)["scaler"]
+    # One step on from the saved state: the same scale one clean step further, or halved
+    # by an overflow. A fresh scaler would be at 2**16 or 2**15 with a tracker of 1 or 0.
+    assert (after["scale"], after["_growth_tracker"]) in {
+        (saved["scale"], saved["_growth_tracker"] + 1),
+        (saved["scale"] / 2, 0),
+    }, (saved, after)
+
+
+def test_resume_scaler_takes_old_checkpoints_and_refuses_a_damaged_state(tmp_path):
+    fp16 = MnistConfig(amp="fp16", resume=str(tmp_path / "checkpoint.pt"))
+    state = {"scale": 512.0, "growth_factor": 2.0, "backoff_factor": 0.5}
+    state |= {"growth_interval": 2000, "_growth_tracker": 7}
+    assert resume_scaler({}, fp16) is None  # written before the scaler was saved
+    assert resume_scaler({"scaler": None}, fp16) is None  # written without fp16
+    assert resume_scaler({"scaler": state}, MnistConfig(amp="bf16")) is None
+    assert resume_scaler({"scaler": state}, fp16) == state
+    for damaged in ({}, [1], {**state, "scale": float("nan")}, {**state, "_growth_tracker": "7"}):
+        with pytest.raises(UsageError, match="its GradScaler state is damaged"):
+            resume_scaler({"scaler": damaged}, fp16)
 
 
 # ------------------------------------------------------------------------ bad input

@@ -3,6 +3,7 @@ where a run may write."""
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,25 @@ def load_resume(cfg: MnistConfig) -> dict[str, Any]:
     return ck
 
 
+def resume_scaler(ck: dict[str, Any], cfg: MnistConfig) -> dict[str, Any] | None:
+    """The checkpoint's ``GradScaler`` state for an ``--amp fp16`` resume, or None (another
+    ``--amp``, or a checkpoint without one: older, or not fp16); malformed is one line."""
+    state = ck.get("scaler")
+    if cfg.amp != "fp16" or state is None:
+        return None
+    scale = state.get("scale") if isinstance(state, dict) else None
+    tracker = state.get("_growth_tracker") if isinstance(state, dict) else None
+    if (
+        not isinstance(scale, float)
+        or not math.isfinite(scale)
+        or scale <= 0
+        or not isinstance(tracker, int)
+        or not {"growth_factor", "backoff_factor", "growth_interval"} <= state.keys()
+    ):
+        raise UsageError(f"{cfg.resume}: its GradScaler state is damaged ({state!r:.100})")
+    return state
+
+
 def check_output_paths(cfg: MnistConfig) -> None:
     """Refuse an unusable run folder or ``--checkpoint`` path now, as one line (exit 2).
 
@@ -73,9 +93,11 @@ def run_checkpoint(
     elapsed: float,
     final: EpochScore | None,
     milestones: dict[float, tuple[float, int]],
+    scaler: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Both modes write this layout (``optimizers``: hogwild mode's one state per worker, or
-    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it."""
+    DDP's one ``torch.optim`` state); ``config.mode`` says which mode may resume it.
+    ``scaler``: fp16's ``GradScaler`` state (ddp mode), so a resume keeps its loss scale."""
     return {
         "format": CHECKPOINT_FORMAT,
         "version": 1,
@@ -88,6 +110,7 @@ def run_checkpoint(
         "test_loss": None if final is None else final.loss,
         "test_accuracy": None if final is None else final.accuracy,
         "milestones": {str(k): list(v) for k, v in milestones.items()},
+        "scaler": scaler,
     }
 
 

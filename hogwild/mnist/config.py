@@ -32,8 +32,9 @@ class MnistConfig(EngineConfig):
     )
     grad_accum: int = setting(
         1,
-        "micro-batches per optimizer step, each one's loss divided by N: the gradient of one "
-        "batch of N x --batch-size; in ddp mode one all-reduce per step",
+        "micro-batches per optimizer step, each one's loss divided by N; in ddp mode one "
+        "all-reduce per step. The effective batch is N x --batch-size and --lr is not scaled "
+        "with it: scale --lr yourself if you want",
         group=TRAIN,
         min=1,
         metavar="N",

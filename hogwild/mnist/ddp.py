@@ -37,7 +37,7 @@ from torch.multiprocessing.spawn import (
 from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.mnist.checkpoints import check_output_paths, load_resume
+from hogwild.mnist.checkpoints import check_output_paths, load_resume, resume_scaler
 from hogwild.mnist.config import PROG, MnistConfig
 from hogwild.mnist.data import load_data
 from hogwild.mnist.ddp_rank import make_torch_optimizer, rank_main, use_cuda
@@ -132,6 +132,7 @@ def _resume_state(cfg: MnistConfig) -> dict[str, Any]:
         "samples": int(ck.get("samples", 0)),
         "elapsed": float(ck.get("elapsed", 0.0)),
         "milestones": {float(k): tuple(v) for k, v in ck.get("milestones", {}).items()},
+        "scaler": resume_scaler(ck, cfg),
         # keep logging into the run being resumed
         "run_dir": run_dir if (run_dir / "config.json").is_file() else None,
     }

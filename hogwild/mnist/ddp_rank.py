@@ -150,6 +150,8 @@ class _Rank:
         self.precision = Precision(cfg.amp, device.type)
         if state is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+            if state.get("scaler") and self.precision.scaler is not None:
+                self.precision.scaler.load_state_dict(state["scaler"])
         self.sampler = DistributedSampler(
             range(data.train_images.shape[0]),
             num_replicas=cfg.workers,
@@ -320,7 +322,10 @@ class _Rank:
         return final
 
     def _save_checkpoint(self, epoch: int, final: EpochScore | None) -> Path:
-        """The one torch.optim state is identical on every rank: rank 0's is saved."""
+        """The one torch.optim state is identical on every rank: rank 0's is saved. So is
+        each rank's fp16 GradScaler: they all see the same all-reduced gradients, so they
+        skip the same steps and hold the same scale."""
+        scaler = self.precision.scaler
         return save_run_checkpoint(
             self.checkpoint_path,
             self.cfg,
@@ -331,6 +336,7 @@ class _Rank:
             elapsed=time.monotonic() - self._t0,
             final=final,
             milestones=self.milestones,
+            scaler=None if scaler is None else scaler.state_dict(),
         )
 
 

@@ -47,11 +47,18 @@ class A3CConfig(EngineConfig):
     wrappers: tuple[str, ...] = setting(
         (),
         "a gymnasium wrapper as module:callable, called as callable(env) after the "
-        "family's preprocessing (Atari, MinAtar) and the preset's wrappers; repeat the flag "
-        "for several, applied in order; also in evaluation, a3c.evaluate and on resume",
+        "family's preprocessing (Atari, MinAtar) and before the preset's wrappers; repeat "
+        "the flag for several, applied in order; also in evaluation, a3c.evaluate and on resume",
         group=RUN,
         aliases=("--wrapper",),
         metavar="MODULE:CALLABLE",
+    )
+    preset_wrappers: tuple[str, ...] = setting(
+        (),
+        "the preset's wrappers (MiniGrid's ImgObsWrapper), applied after --wrapper's, each "
+        "skipped where the policy already takes the env's observation and actions",
+        group=RUN,
+        flag=False,
     )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1
@@ -111,6 +118,14 @@ class A3CConfig(EngineConfig):
         "first steps move every weight by about the rate",
         group=ALGO,
         min=0,
+    )
+    first_conv_lr: float = setting(
+        1.0,
+        "the first conv layer's learning rate as a share of --lr: Adam moves all its weights "
+        "one way over non-negative pixels, and at a high rate its units die",
+        group=ALGO,
+        above=0,
+        max=1,
     )
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", group=ALGO, min=0)
     entropy_coef_final: float | None = setting(
@@ -268,6 +283,8 @@ class A3CConfig(EngineConfig):
             self.env = reference_to(self.env, "env factory")
         if isinstance(self.wrappers, (list, tuple)):
             self.wrappers = tuple(reference_to(w, "wrapper") for w in self.wrappers)
+        if isinstance(self.preset_wrappers, (list, tuple)):
+            self.preset_wrappers = tuple(reference_to(w, "wrapper") for w in self.preset_wrappers)
         check(self)
         check_amp(self.amp, "cpu", why_cpu="a3c's workers learn on the CPU")
         if self.optimizer_eps is not None and self.optimizer == "sgd":
@@ -297,6 +314,8 @@ class A3CConfig(EngineConfig):
         return self.lr_schedule != "constant" or any(x is not None for x in finals)
 
     def env_options(self) -> dict[str, Any]:
-        """The keywords of :func:`a3c.envs.make_env` beside the id: ``--env-kwargs`` and
-        ``--wrapper``s; checkpoints keep them, so a policy is always played as trained."""
-        return {**self.env_kwargs, **({"wrappers": list(self.wrappers)} if self.wrappers else {})}
+        """The keywords of :func:`a3c.envs.make_env` beside the id: ``--env-kwargs``,
+        ``--wrapper``s and the preset's; checkpoints keep them, so a policy is always
+        played as trained."""
+        lists = {"wrappers": self.wrappers, "preset_wrappers": self.preset_wrappers}
+        return {**self.env_kwargs, **{k: list(v) for k, v in lists.items() if v}}

@@ -4,6 +4,8 @@ agent's 7x7 view, and A3C learns ``MiniGrid-Empty-5x5-v0`` far past a random wal
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -11,9 +13,11 @@ pytest.importorskip("minigrid", reason="MiniGrid needs the [minigrid] extra")
 
 from a3c.api import config_for, train  # noqa: E402
 from a3c.envs import make_env  # noqa: E402
+from a3c.train import main as train_main  # noqa: E402
 from hogwild.errors import UsageError  # noqa: E402
 
 EMPTY = "MiniGrid-Empty-5x5-v0"
+IMAGE = "minigrid.wrappers:ImgObsWrapper"
 
 
 def random_mean_return(episodes: int = 100) -> float:
@@ -32,35 +36,56 @@ def random_mean_return(episodes: int = 100) -> float:
 def test_the_family_preset_applies_minigrids_image_wrapper():
     cfg = config_for("MiniGrid-DoorKey-5x5-v0")
     assert cfg.preset == "minigrid"
-    assert cfg.wrappers == ("minigrid.wrappers:ImgObsWrapper",)
+    assert cfg.preset_wrappers == (IMAGE,) and cfg.wrappers == ()
     env = make_env(cfg.env, **cfg.env_options())
     assert env.observation_space.dtype == np.uint8 and len(env.observation_space.shape) == 3
     env.close()
     with pytest.raises(UsageError, match="mission"):
         make_env(cfg.env)  # without the wrapper: the text mission is refused in one line
+    assert config_for(EMPTY, preset="none").preset_wrappers == ()
 
 
-def test_a_users_wrapper_goes_on_top_of_the_presets(tmp_path):
-    """As on top of a family's preprocessing: the preset's ImgObsWrapper first, then the
-    user's; --preset none drops the preset's."""
-    mine = "gymnasium.wrappers:RecordEpisodeStatistics"
-    cfg = config_for(EMPTY, wrappers=[mine])
-    assert cfg.wrappers == ("minigrid.wrappers:ImgObsWrapper", mine)
-    env = make_env(cfg.env, **cfg.env_options())
-    assert type(env.unwrapped).__name__ == "EmptyEnv" and len(env.observation_space.shape) == 3
+def wrapper_names(env) -> list[str]:
+    names = []
+    while hasattr(env, "env"):
+        names, env = [*names, type(env).__name__], env.env
+    return names
+
+
+def test_a_users_wrapper_goes_on_minigrids_own_env_and_the_preset_stands_aside(tmp_path):
+    """Issue 54: as MiniGrid's own wrappers expect, the user's get the env as made (its
+    dict observation); the preset's ImgObsWrapper comes after them, and stands aside where
+    the observation is already one the policy takes (the user applied ImgObsWrapper)."""
+    rgb = "minigrid.wrappers:RGBImgPartialObsWrapper"  # a dict again: the preset's still runs
+    env = make_env(EMPTY, **config_for(EMPTY, wrappers=[rgb]).env_options())
+    assert env.observation_space.shape == (56, 56, 3), env.observation_space
+    assert wrapper_names(env).count("ImgObsWrapper") == 1
     env.close()
-    assert config_for(EMPTY, preset="none", wrappers=[mine]).wrappers == (mine,)
-    result = train(
-        config_for(
-            EMPTY,
-            wrappers=[mine],
-            workers=1,
-            total_steps=400,
-            eval_interval=0.0,
-            logdir=str(tmp_path),
-        )
-    )
-    assert result.exit_code == 0 and result.env_steps >= 400
+    mine = "user_envs:minigrid_image"  # ImgObsWrapper(env), as MiniGrid's docs write it
+    cfg = config_for(EMPTY, wrappers=[mine])
+    assert cfg.wrappers == (mine,) and cfg.preset_wrappers == (IMAGE,)
+    env = make_env(cfg.env, **cfg.env_options())
+    assert env.observation_space.shape == (7, 7, 3)
+    assert wrapper_names(env).count("ImgObsWrapper") == 1
+    env.close()
+    argv = ["--env", EMPTY, "--wrapper", mine, "--workers", "1", "--envs-per-worker", "2"]
+    argv += ["--total-steps", "400", "--eval-interval", "0", "--logdir", str(tmp_path)]
+    assert train_main(argv) == 0
+    (run,) = tmp_path.iterdir()
+    assert json.loads((run / "config.json").read_text())["preset_wrappers"] == [IMAGE]
+
+
+def test_a_users_wrapper_that_fails_on_minigrids_env_is_one_line(tmp_path, capsys):
+    """Positions reads a Box's bounds; MiniGrid's env has a dict, since the preset's
+    ImgObsWrapper comes after the user's wrappers: the line says so."""
+    argv = ["--env", EMPTY, "--wrapper", "user_envs:Positions", "--workers", "1"]
+    argv += ["--total-steps", "400", "--eval-interval", "0", "--logdir", str(tmp_path)]
+    assert train_main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert f"wrapper 'user_envs:Positions' failed on {EMPTY} as made" in err, err
+    assert f"the preset's wrappers ({IMAGE}) come after yours" in err, err
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow

@@ -48,13 +48,35 @@ def test_wrappers_are_applied_in_order_before_the_adapter():
         ("user_envs:NOT_CALLABLE", "is a int, not a callable"),
         ("user_envs", "must be written module:callable"),
         ("user_envs:not_an_env", "returned a str, not a gymnasium.Env"),
+        # Needs an argument: the TypeError raised while the env is built (issue 54).
+        (
+            "gymnasium.wrappers:TimeLimit",
+            "wrapper 'gymnasium.wrappers:TimeLimit' failed on CartPole-v1 as made "
+            "(observation space Box(",
+        ),
     ],
 )
 def test_a_bad_wrapper_is_one_line_and_exit_2(ref, message, tmp_path, capsys):
     code = train_main(["--wrapper", ref, "--workers", "1", "--logdir", str(tmp_path)])
     err = capsys.readouterr().err
     assert code == 2 and message in err, err
-    assert "Traceback" not in err and not any(tmp_path.iterdir())
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_failing_wrapper_names_what_it_was_put_on():
+    """Whatever the wrapper raises (here a TypeError) is one line that says what lay beneath
+    it: the family's preprocessing and the wrappers before it."""
+    limit = "gymnasium.wrappers:TimeLimit"
+    with pytest.raises(UsageError) as caught:
+        make_env("CartPole-v1", wrappers=["user_envs:Positions", limit])
+    assert "on CartPole-v1 after wrapper 'user_envs:Positions' (observation space Box(" in str(
+        caught.value
+    ), caught.value
+    assert "TypeError" in str(caught.value) and "\n" not in str(caught.value)
+    pytest.importorskip("minatar", reason="MinAtar needs the [minatar] extra")
+    with pytest.raises(UsageError, match="on MinAtar/Breakout-v1 after the MinAtar preprocessing"):
+        make_env("MinAtar/Breakout-v1", wrappers=[limit])
 
 
 def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path):

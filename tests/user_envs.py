@@ -47,3 +47,10 @@ def not_an_env(env: gym.Env) -> str:
 def short_cartpole(length: int = 50) -> gym.Env:
     """An env factory: CartPole cut at ``length`` steps."""
     return gym.make("CartPole-v1", max_episode_steps=length)
+
+
+def minigrid_image(env: gym.Env) -> gym.Env:
+    """What MiniGrid's and SB3's examples do: the agent's 7x7 view as the observation."""
+    from minigrid.wrappers import ImgObsWrapper
+
+    return ImgObsWrapper(env)

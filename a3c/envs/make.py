@@ -35,8 +35,8 @@ from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
 from a3c.envs.families import family_of
-from a3c.envs.refs import apply_wrappers, resolve
-from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces
+from a3c.envs.refs import apply_wrapper, resolve
+from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_takes
 from hogwild.errors import UsageError
 
 __all__ = ["env_spaces", "final_observations", "make_atari_env", "make_env", "make_vector_env"]
@@ -48,6 +48,7 @@ def make_env(
     *,
     scoring: bool = False,
     wrappers: Sequence[str] = (),
+    preset_wrappers: Sequence[str] = (),
     **kwargs: Any,
 ) -> gym.Env:
     """Build one validated environment (see the module docstring for what is accepted).
@@ -57,8 +58,11 @@ def make_env(
     works in freshly spawned worker processes), or ``"module:factory"``, a callable of
     that module that returns the env (called with ``kwargs``; ``max_episode_steps`` is
     applied as a ``TimeLimit``). ``wrappers``: ``"module:callable"`` references, each
-    called as ``wrapper(env)`` in order, after the Atari/MinAtar preprocessing and before
-    the adapter to the policy's spaces (:mod:`a3c.envs.refs`). ``kwargs`` go to ``gymnasium.make``
+    called as ``wrapper(env)`` in order, after the Atari/MinAtar preprocessing
+    (:mod:`a3c.envs.refs`); then ``preset_wrappers`` likewise, except that each stands
+    aside where the policy already takes the env's spaces (MiniGrid's ``ImgObsWrapper``
+    after a user's own); then the adapter to the policy's spaces. A wrapper that fails
+    is one line naming it and what it was put on. ``kwargs`` go to ``gymnasium.make``
     (e.g. ``max_episode_steps``), except, for Atari ids, the keywords of
     :func:`~a3c.envs.atari.wrap_atari` (``screen_size``, ``frame_stack``, ...), which
     takes ``max_episode_steps`` too, so that it counts agent steps, not frames. With a
@@ -78,13 +82,39 @@ def make_env(
     env = _gym_make(env_id, kwargs)
 
     def wrap(env: gym.Env) -> gym.Env:
+        beneath: list[str] = []
         if is_atari:
             env = _checked(atari.wrap_atari, env_id, env, options)
+            beneath.append("the Atari preprocessing")
         elif family == "minatar":
             env = minatar.wrap_minatar(env)
-        return adapt_spaces(apply_wrappers(env, wrappers), env_id)
+            beneath.append("the MinAtar preprocessing")
+        return adapt_spaces(_wrapped(env, env_id, beneath, wrappers, preset_wrappers), env_id)
 
     return wrap_and_seed(env, wrap, seed)
+
+
+def _wrapped(
+    env: gym.Env,
+    env_id: str,
+    beneath: list[str],
+    wrappers: Sequence[str],
+    preset_wrappers: Sequence[str],
+) -> gym.Env:
+    """The user's wrappers on the env (after the family's preprocessing, named in
+    ``beneath``), then the preset's, each skipped where the policy already takes the env:
+    the user's wrappers see the env as its own docs describe it (MiniGrid's dict), and one
+    that already made the preset's image is not wrapped twice."""
+    later = ", ".join(preset_wrappers)
+    hint = f"the preset's wrappers ({later}) come after yours" if later else ""
+    for kind, refs in (("wrapper", wrappers), ("preset wrapper", preset_wrappers)):
+        for ref in refs:
+            if kind == "preset wrapper" and policy_takes(env):
+                continue
+            on = f"{env_id} after {', '.join(beneath)}" if beneath else f"{env_id} as made"
+            env = apply_wrapper(env, ref, on, kind, hint if kind == "wrapper" else "")
+            beneath.append(f"{kind} {ref!r}")
+    return env
 
 
 def make_atari_env(env_id: str, seed: int | None = None, **kwargs: Any) -> gym.Env:

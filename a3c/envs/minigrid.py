@@ -4,8 +4,10 @@
 :func:`register_minigrid_envs` does the first time a ``MiniGrid-``/``BabyAI-`` id is asked
 for; a missing package is one line naming the extra. Its observations are a dict with a
 ``mission`` text, which no policy here takes: the ``[minigrid]`` preset applies MiniGrid's
-own ``ImgObsWrapper`` (``--wrapper minigrid.wrappers:ImgObsWrapper``), leaving the agent's
-7x7 view of (object, colour, state) codes as a ``uint8`` image.
+own ``ImgObsWrapper`` (``preset_wrappers``), leaving the agent's 7x7 view of (object,
+colour, state) codes as a ``uint8`` image. It comes after the user's ``--wrapper`` ones,
+which get MiniGrid's dict as its own wrappers expect, and stands aside where they made an
+image.
 """
 
 from __future__ import annotations

@@ -9,14 +9,14 @@ process imports, as RL-Zoo's ``env_wrapper`` and Gymnasium's ``module:Env-v0`` i
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
 
 from hogwild.errors import UsageError
 
-__all__ = ["apply_wrappers", "reference_to", "resolve"]
+__all__ = ["apply_wrapper", "reference_to", "resolve"]
 
 
 def resolve(ref: str, what: str) -> Callable[..., Any]:
@@ -60,13 +60,23 @@ def reference_to(fn: Callable[..., Any], what: str) -> str:
     return fn if isinstance(fn, str) else f"{module}:{qualname}"
 
 
-def apply_wrappers(env: gym.Env, refs: Sequence[str]) -> gym.Env:
-    """``env`` wrapped by each referenced wrapper in order (each called as ``wrapper(env)``)."""
-    for ref in refs:
-        wrapped = resolve(ref, "wrapper")(env)
-        if not isinstance(wrapped, gym.Env):
-            raise UsageError(
-                f"wrapper {ref!r} returned a {type(wrapped).__name__}, not a gymnasium.Env"
-            )
-        env = wrapped
-    return env
+def apply_wrapper(
+    env: gym.Env, ref: str, on: str, kind: str = "wrapper", hint: str = ""
+) -> gym.Env:
+    """``wrapper(env)`` for the wrapper ``ref`` names; whatever it raises is one line naming
+    it and ``on``, what it was put on (the env and the layers beneath), with ``env``'s
+    observation space, since the usual cause is a wrapper written for another observation;
+    ``hint`` ends that line."""
+    wrapper = resolve(ref, kind)
+    try:
+        wrapped = wrapper(env)
+    except UsageError:
+        raise
+    except Exception as e:
+        raise UsageError(
+            f"{kind} {ref!r} failed on {on} (observation space {env.observation_space}): "
+            f"{type(e).__name__}: {' '.join(str(e).split())}" + (f"; {hint}" if hint else "")
+        ) from e
+    if not isinstance(wrapped, gym.Env):
+        raise UsageError(f"{kind} {ref!r} returned a {type(wrapped).__name__}, not a gymnasium.Env")
+    return wrapped

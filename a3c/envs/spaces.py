@@ -28,7 +28,7 @@ from a3c.actions import (
 )
 from hogwild.errors import UsageError
 
-__all__ = ["EnvSpaces", "action_spec", "adapt_spaces", "describe_spaces"]
+__all__ = ["EnvSpaces", "action_spec", "adapt_spaces", "describe_spaces", "policy_takes"]
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,16 @@ def adapt_spaces(env: gym.Env, env_id: str) -> gym.Env:
         "supported: Box (numeric), Discrete, MultiDiscrete, MultiBinary, images, and "
         "Dict/Tuple of these"
     )
+
+
+def policy_takes(env: gym.Env) -> bool:
+    """Whether :func:`adapt_spaces` takes ``env``'s spaces (as they are or adapted) rather
+    than refusing them: a preset's wrapper that would make them so has nothing to do."""
+    try:
+        adapt_spaces(env, "")
+    except UsageError:
+        return False
+    return True
 
 
 def _adapt_actions(env: gym.Env, env_id: str) -> gym.Env:

@@ -156,11 +156,6 @@ def config_for(
         overrides["env"] = env
     settings = {**base, **from_file, **overrides}
     asked = {**from_file, **overrides}
-    if not resume and base.get("wrappers") and asked.get("wrappers"):
-        # The user's wrappers go on top of the preset's (MiniGrid's image view), as on
-        # top of a family's preprocessing; --preset none drops the preset's.
-        mine = [w for w in asked["wrappers"] if w not in base["wrappers"]]
-        settings["wrappers"] = [*base["wrappers"], *mine]
     if settings.get("policy") == "lstm" and "separate_networks" not in asked:
         # The LSTM core sits on one shared trunk: a preset's separate nets (CartPole's)
         # give way to a policy the user asked for, rather than refuse it.

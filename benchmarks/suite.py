@@ -3,6 +3,7 @@
     python benchmarks/suite.py                                 # the whole suite, 3 seeds
     python benchmarks/suite.py --envs Acrobot-v1 --seeds 1 2
     python benchmarks/suite.py --set normalize_reward=false    # an A/B of a setting
+    python benchmarks/suite.py --set total_steps=200000        # stop at these steps or the time
     python benchmarks/suite.py --logdir runs/suite     # keep the runs, then:
     python -m a3c.plot runs/suite -o docs/curves.png   # one figure per env
     python benchmarks/suite.py --family minatar        # a family against its targets
@@ -39,6 +40,7 @@ import sys
 import tempfile
 import time
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -85,6 +87,7 @@ OWN_FLAGS = {
     "workers": "--workers",
     "time_limit": "--budget",
     "logdir": "--logdir",
+    "env": "--envs",
 }
 
 
@@ -107,6 +110,26 @@ def parse_set(items: list[str]) -> dict:
         except tomllib.TOMLDecodeError:
             out[key] = value
     return out
+
+
+def refuse_owned(extra: dict, family: str | None, budgets: Iterable[Budget]) -> None:
+    """Refuse a ``--set`` of a setting the suite's protocol sets, before any run: it would
+    otherwise be replaced without a word."""
+    if "target_metric" in extra:
+        raise ValueError(
+            "--set target_metric: the suite's runs train for their whole budget "
+            "(target_metric none); --set target_return gives the return they are timed to"
+        )
+    if family and "target_return" in extra:
+        raise ValueError(
+            f"--set target_return: the {family} family's targets set it "
+            "(benchmarks/families.py); run the envs without --family to give your own"
+        )
+    if "total_steps" in extra and any(b.steps is not None for b in budgets):
+        raise ValueError(
+            f"--set total_steps: the {family} family's budget sets the steps; "
+            "--budget sets the seconds per run"
+        )
 
 
 @dataclass
@@ -259,27 +282,24 @@ def run_env(
     target: float | None = None,
 ) -> EnvRuns:
     """Train every seed of ``env`` with its preset. ``target``: a return whose first
-    reaching each run notes (``solved_at``); by-return envs otherwise have none."""
+    reaching each run notes (``solved_at``); by-return envs otherwise report none (their
+    runs note the env's own ``reward_threshold``, if any). ``extra``: the ``--set``
+    settings, which win over the suite's defaults (see :func:`refuse_owned`)."""
     done = EnvRuns(env, [], [])
+    target = extra.get("target_return", TARGETS.get(env) if target is None else target)
     for seed in seeds:
         cfg = config_for(
             env,
             workers=workers,
             seed=seed,
             time_limit=budget.seconds,
-            eval_interval=0.0,
             logdir=logdir,
-            **{
-                "target_return": TARGETS.get(env) if target is None else target,
-                "target_metric": "none",
-                **extra,
-            },
+            # none: note when the mean first reaches the target, never stop for it
+            **{"eval_interval": 0.0, "target_return": target, "target_metric": "none", **extra},
         )
-        if by_return(env) and target is None:
-            cfg.target_return = math.inf
         if budget.steps is not None:
             cfg.total_steps = budget.steps
-        elif not cfg.decays():
+        elif "total_steps" not in extra and not cfg.decays():
             cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
         done.system, done.target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # by train
@@ -289,9 +309,8 @@ def run_env(
         if by_return(env):
             at_milestone, final = returns_reached(r.run_dir)
             greedy = float(evaluate(r.run_dir / "checkpoint.pt", GREEDY_EPISODES).mean())
-            run = ReturnRun(
-                at_milestone, final, r.wall_time, r.env_steps, greedy, r.solved_at, best
-            )
+            solved = r.solved_at if target is not None else None
+            run = ReturnRun(at_milestone, final, r.wall_time, r.env_steps, greedy, solved, best)
         else:
             hold = holding(
                 read_curve(r.run_dir), cfg.target_return, r.solved_at and r.solved_at.env_steps
@@ -332,7 +351,13 @@ def main() -> None:
         default=None,
         help="seconds per run, instead of the env's time (a step budget stays)",
     )
-    p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="override settings")
+    p.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override settings, except those the suite's flags and protocol set",
+    )
     p.add_argument(
         "--logdir", default=None, help="keep the runs here (for a3c.plot); default: deleted"
     )
@@ -342,10 +367,12 @@ def main() -> None:
     seeds = args.seeds or ([1] if family else [1, 2, 3])
     if family and (strangers := [e for e in envs if e not in {f.env for f in family.envs}]):
         p.error(f"not in the {args.family} family: {' '.join(strangers)}")
+    budgets = {env: budget_for(env, family, args.budget) for env in envs}
     try:
         extra = parse_set(args.set)
+        refuse_owned(extra, args.family, budgets.values())
     except ValueError as e:
-        p.error(str(e))
+        p.exit(2, f"{p.prog}: error: {e}\n")
     print(
         f"# {' '.join(sys.argv)}\n# nproc {os.cpu_count()}, torch {torch.__version__}, "
         f"{time.strftime('%Y-%m-%d %H:%M')}",
@@ -358,7 +385,7 @@ def main() -> None:
         logdir = args.logdir or scratch
         for env in envs:
             entry = family.entry(env) if family else None
-            budget = budget_for(env, family, args.budget)
+            budget = budgets[env]
             try:
                 make_env(env, **config_for(env).env_options()).close()  # the preset's wrappers
             except UsageError as e:  # e.g. LunarLander without the box2d extra

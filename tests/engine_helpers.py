@@ -13,12 +13,21 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from multiprocessing.connection import wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from proc_helpers import child_pids  # noqa: F401 (test_engine_misc imports it from here)
+from proc_helpers import (
+    child_pids,  # noqa: F401 (test_engine_misc imports it from here)
+    tree_cpu_ticks,
+    wait_until,
+)
 from torch import nn
+
+if TYPE_CHECKING:
+    from hogwild.evaluator import Evaluator
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -43,6 +52,27 @@ def wait_for(predicate: Callable[[], bool], timeout: float, interval: float = 0.
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+def collect_scores(ev: Evaluator, until: Callable[[list], bool], what: str) -> list:
+    """Run a trainer's evaluator part until ``until(scores)``. It fails once neither a
+    score nor the evaluator's CPU time moved for a while: its spawned process imports torch
+    first, which a busy machine makes slow."""
+    scores: list = []
+
+    def done() -> bool:
+        if not until(scores):
+            scores.extend(ev.collect(wait(ev.waitables(), timeout=0.5)))
+        return until(scores)
+
+    def progress() -> tuple[int, int, int]:
+        pid = ev.group.slots[0].process.pid
+        return len(scores), pid, tree_cpu_ticks(pid)
+
+    wait_until(
+        done, what=lambda: f"{what} (scores so far: {scores})", progress=progress, interval=0
+    )
+    return scores
 
 
 def returns_within(call: Callable[[], object], timeout: float) -> tuple[bool, object]:

@@ -17,9 +17,11 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -85,6 +87,22 @@ def descendants(pid: int) -> list[int]:
     return out
 
 
+def cpu_ticks(pid: int) -> int:
+    """CPU time ``pid`` and its reaped children have used, in clock ticks (0 once gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            text = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return 0
+    fields = text[text.rindex(")") + 2 :].split()
+    return sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+
+
+def tree_cpu_ticks(pid: int) -> int:
+    """CPU time of ``pid`` and all its descendants: it grows while any of them works."""
+    return sum(cpu_ticks(p) for p in [pid, *descendants(pid)])
+
+
 def pid_gone(pid: int) -> bool:
     """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
     st = proc_stat(pid)
@@ -96,6 +114,97 @@ def kill_tree(pid: int) -> None:
     for p in [*descendants(pid), pid]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(p, signal.SIGKILL)
+
+
+# -- waiting on progress, not on the clock ---------------------------------------------
+
+
+def folder_state(folder: Path) -> tuple[int, int, int]:
+    """``(files, bytes, newest mtime)`` of the files under ``folder``: changes as a run
+    writes into it."""
+    count = size = newest = 0
+    for path in Path(folder).rglob("*"):
+        try:
+            st = path.stat()
+        except OSError:  # replaced or removed while we looked
+            continue
+        if not path.is_dir():
+            count, size, newest = count + 1, size + st.st_size, max(newest, st.st_mtime_ns)
+    return count, size, newest
+
+
+def _stderr_of(proc: subprocess.Popen, timeout: float = 10) -> str:
+    """What an ended ``proc`` wrote to its piped stderr (the end of it), without waiting
+    for ever on a pipe some orphan still holds."""
+    if proc.stderr is None or proc.stderr.closed:
+        return ""
+    box: list = []
+    reader = threading.Thread(target=lambda: box.append(proc.stderr.read()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    text = box[0] if box else ""
+    text = text.decode(errors="replace") if isinstance(text, bytes) else text
+    return text[-4000:]
+
+
+T = TypeVar("T")
+
+
+def wait_until(
+    done: Callable[[], T],
+    *,
+    what: str | Callable[[], str],
+    progress: Callable[[], Hashable] | None = None,
+    procs: Sequence[subprocess.Popen] = (),
+    stall_s: float = 60,
+    cap_s: float = 600,
+    interval: float = 0.2,
+) -> T:
+    """Poll ``done()`` until it is truthy, and return it.
+
+    On a loaded machine a step takes as long as it takes: the test fails when nothing moved
+    for ``stall_s`` s, not after a fixed time. A change of ``progress()`` counts as a move,
+    and so does CPU time used by ``procs`` or their descendants (a child importing torch
+    writes nothing for a while, yet works). It also fails at once when one of ``procs``
+    exits (its stderr shown), and after ``cap_s`` s in all, so a test never hangs. On a
+    failure every process tree in ``procs`` is killed, then ``what`` (or ``what()``, which
+    can show output gathered so far) heads the message.
+    """
+    import pytest  # not at the top: spawned workers import this module (via engine_helpers)
+
+    def signal_now() -> tuple:
+        return (
+            progress() if progress is not None else None,
+            *(tree_cpu_ticks(p.pid) for p in procs),
+        )
+
+    start = last_move = time.monotonic()
+    last = signal_now()
+    while not (result := done()):
+        now = time.monotonic()
+        ended = [p for p in procs if p.poll() is not None]
+        if ended or now - last_move > stall_s or now - start > cap_s:
+            for p in procs:
+                if p.poll() is None:  # a reaped one's pid may be another process's by now
+                    kill_tree(p.pid)
+            for p in procs:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(timeout=10)
+            if ended:
+                why = f"pid {ended[0].pid} exited with code {ended[0].returncode}"
+            elif now - last_move > stall_s:
+                why = f"nothing progressed for {stall_s:g} s"
+            else:
+                why = f"not done in {cap_s:g} s, though it kept progressing"
+            errs = "".join(
+                f"\n--- stderr of pid {p.pid}:\n{e}" for p in procs if (e := _stderr_of(p))
+            )
+            head = what() if callable(what) else what
+            pytest.fail(f"{head}: {why} (after {now - start:.0f} s){errs}")
+        time.sleep(interval)
+        if (now_signal := signal_now()) != last:
+            last, last_move = now_signal, time.monotonic()
+    return result
 
 
 # -- a child Python, as a user starts it ------------------------------------------------

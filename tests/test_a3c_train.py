@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from proc_helpers import child_pids, descendants, pid_gone
+from proc_helpers import child_pids, descendants, folder_state, pid_gone, wait_until
 from tb_helpers import scalar_points
 
 from a3c.api import config_for
@@ -193,16 +193,14 @@ def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        kids = child_pids(proc.pid)
-        if len(kids) >= 2 and list(tmp_path.glob("*/events.out.tfevents.*")):
-            time.sleep(2.0)  # let it train a little
-            return proc, sorted(child_pids(proc.pid))
-        assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail("training did not start within 60 s")
+    wait_until(
+        lambda: len(child_pids(proc.pid)) >= 2 and list(tmp_path.glob("*/events.out.tfevents.*")),
+        what="training did not start",
+        progress=lambda: folder_state(tmp_path),
+        procs=[proc],
+    )
+    time.sleep(2.0)  # let it train a little
+    return proc, sorted(child_pids(proc.pid))
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])

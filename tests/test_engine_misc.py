@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-from multiprocessing.connection import wait
 
 import pytest
 import torch
@@ -21,6 +20,7 @@ from engine_helpers import (
     SLOW_SCORE_S,
     build_probe,
     child_pids,
+    collect_scores,
     read_line,
     returns_within,
     score_probe,
@@ -204,17 +204,6 @@ def _expected_metrics(params: torch.Tensor, step: int) -> dict[str, float]:
         return score_probe(model, torch.device("cpu"), step)
 
 
-def _collect(ev: Evaluator, until, timeout: float) -> list:
-    """Run the main loop's evaluator part until ``until(scores)`` or the timeout."""
-    scores: list = []
-    deadline = time.monotonic() + timeout
-    while not until(scores):
-        assert time.monotonic() < deadline, f"evaluator: only {scores} after {timeout} s"
-        ready = wait(ev.waitables(), timeout=0.5)
-        scores += ev.collect(ready)
-    return scores
-
-
 @pytest.fixture
 def evaluator():
     before = child_pids()
@@ -249,7 +238,7 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
     proc = ev.group.slots[0].process
     assert type(proc).__name__ == "SpawnProcess"
     assert proc.pid != os.getpid()
-    scores = _collect(ev, lambda s: len(s) == 2, timeout=60)
+    scores = collect_scores(ev, lambda s: len(s) == 2, "two scores")
     assert ev.device_used == "cpu"
     assert [step for step, _, _ in scores] == [10, 20]
     for step, metrics, snapshot in scores:
@@ -266,7 +255,7 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
 
 def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     ev = evaluator(score=score_slow_late).start()
-    _collect(ev, lambda s: ev.device_used is not None, timeout=60)
+    collect_scores(ev, lambda s: ev.device_used is not None, "a first score")
     first_pid = ev.group.slots[0].process.pid
     params = torch.ones(_probe_numel())
     # Each slow score takes SLOW_SCORE_S (10 s); the evaluator holds at most one, the pool
@@ -287,9 +276,9 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     # that lock here makes the worst case certain: the successor must not need it.
     assert ev.results._wlock.acquire(timeout=5)
     os.kill(first_pid, signal.SIGKILL)
-    _collect(ev, lambda s: ev.group.slots[0].incarnation == 1, timeout=10)
+    collect_scores(ev, lambda s: ev.group.slots[0].incarnation == 1, "a restart")
     ev.device_used = None
-    _collect(ev, lambda s: ev.device_used is not None, timeout=60)
+    collect_scores(ev, lambda s: ev.device_used is not None, "a first score")
     second_pid = ev.group.slots[0].process.pid
     assert second_pid != first_pid
     # The main process is the producer here: it takes no slot, so after the reset every
@@ -303,7 +292,7 @@ def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     for slot in free:
         prod.give_back(slot)  # unsent (release is the consumer's, the evaluator's, call)
     assert ev.offer(params * 3, 3) is True
-    scores = _collect(ev, lambda s: any(step == 3 for step, _, _ in s), timeout=30)
+    scores = collect_scores(ev, lambda s: any(step == 3 for step, _, _ in s), "step 3")
     _, metrics, _ = next(x for x in scores if x[0] == 3)
     assert metrics["pid"] == second_pid
     assert metrics["param_sum"] == pytest.approx(3.0 * _probe_numel())

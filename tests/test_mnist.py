@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from proc_helpers import child_pids, cmdline, pid_gone
+from proc_helpers import child_pids, cmdline, folder_state, pid_gone, wait_until
 from tb_helpers import scalar_values
 
 from hogwild.flat import flatten_parameters
@@ -148,12 +148,14 @@ def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(mnist_dir, tmp_pat
     ]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        workers: list[int] = []
-        while len(workers) < 2 and time.monotonic() < deadline and proc.poll() is None:
-            workers = sorted(child_pids(proc.pid))
-            time.sleep(0.05)
-        assert len(workers) >= 2, "workers never started"
+        wait_until(
+            lambda: len(child_pids(proc.pid)) >= 2,
+            what="workers never started",
+            progress=lambda: folder_state(tmp_path),
+            procs=[proc],
+            interval=0.05,
+        )
+        workers = sorted(child_pids(proc.pid))
         time.sleep(0.5)
         t = time.monotonic()
         proc.send_signal(signal.SIGTERM)

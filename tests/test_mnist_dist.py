@@ -15,7 +15,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from proc_helpers import cmdline, descendants, finish, free_port, kill_tree, pid_gone, torchrun
+from proc_helpers import (
+    cmdline,
+    descendants,
+    finish,
+    folder_state,
+    free_port,
+    kill_tree,
+    pid_gone,
+    torchrun,
+    wait_until,
+)
 from tb_helpers import scalar_values
 
 from hogwild.flat import flatten_parameters
@@ -84,11 +94,12 @@ def test_ddp_sigterm_stops_every_rank_and_saves(mnist_dir, tmp_path):
     cmd += common(mnist_dir, tmp_path, "--epochs", "50")
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 90
-        while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
-            assert proc.poll() is None, proc.communicate()[1].decode()
-            assert time.monotonic() < deadline, "the ranks never started training"
-            time.sleep(0.1)
+        wait_until(
+            lambda: list((tmp_path / "runs").glob("*/events.out.tfevents.*")),
+            what="the ranks never started training",
+            progress=lambda: folder_state(tmp_path),
+            procs=[proc],
+        )
         time.sleep(1.0)
         children = {pid: cmdline(pid) for pid in descendants(proc.pid)}
         # multiprocessing's resource tracker is no rank: it exits by itself once the parent
@@ -146,11 +157,12 @@ def test_a_dead_node_makes_the_other_exit_with_one_clear_line(mnist_dir, tmp_pat
     victim = torchrun(port, *args)
     survivor = torchrun(port, *args)
     try:
-        deadline = time.monotonic() + 90
-        while not list((tmp_path / "runs").glob("*/events.out.tfevents.*")):
-            assert survivor.poll() is None and victim.poll() is None, "a node exited early"
-            assert time.monotonic() < deadline, "the nodes never started training"
-            time.sleep(0.2)
+        wait_until(
+            lambda: list((tmp_path / "runs").glob("*/events.out.tfevents.*")),
+            what="the nodes never started training",
+            progress=lambda: folder_state(tmp_path),
+            procs=[victim, survivor],
+        )
         time.sleep(2)
         # A machine that dies takes its whole process tree with it (torchrun starts the
         # trainer in a session of its own, so kill the launcher's descendants explicitly).

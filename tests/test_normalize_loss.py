@@ -5,8 +5,6 @@ a3c.policy, hogwild.flat, hogwild.evaluator."""
 from __future__ import annotations
 
 import math
-import time
-from multiprocessing.connection import wait
 
 import numpy as np
 import pytest
@@ -15,6 +13,7 @@ import torch.multiprocessing as tmp
 from engine_helpers import (
     build_probe_with_buffers,
     child_pids,
+    collect_scores,
     score_probe_buffers,
     wait_for,
 )
@@ -563,11 +562,7 @@ def test_evaluator_keeps_exactly_the_snapshot_it_sent(evaluator):
     buffers.mul_(-1.0)
 
     ev.start()
-    scores: list = []
-    deadline = time.monotonic() + 60
-    while not scores:
-        assert time.monotonic() < deadline, "no score in 60 s"
-        scores += ev.collect(wait(ev.waitables(), timeout=0.5))
+    scores = collect_scores(ev, lambda s: bool(s), "a score")
     [(step, metrics, snapshot)] = scores
     assert step == 7
     assert snapshot.step == 7 and snapshot.kept == {"note": "kept"}
@@ -611,11 +606,7 @@ def test_two_offers_at_one_step_each_meet_their_own_score(evaluator):
     assert ev.offer(first, 5, buffers, keep=lambda: "first") is True
     assert ev.offer(second, 5, buffers, keep=lambda: "second") is True
     ev.start()
-    scores: list = []
-    deadline = time.monotonic() + 60
-    while len(scores) < 2:
-        assert time.monotonic() < deadline, f"{len(scores)} of 2 scores in 60 s"
-        scores += ev.collect(wait(ev.waitables(), timeout=0.5))
+    scores = collect_scores(ev, lambda s: len(s) >= 2, "two scores")
     assert [step for step, _, _ in scores] == [5, 5]
     for _, metrics, snapshot in scores:
         assert snapshot is not None

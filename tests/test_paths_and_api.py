@@ -10,13 +10,12 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import torch
-from proc_helpers import CHILD_ENV, run_python
+from proc_helpers import CHILD_ENV, folder_state, run_python, wait_until
 
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train as a3c_train
@@ -257,11 +256,13 @@ def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(mnist_dir, t
         env=CHILD_ENV,
     )
     try:
-        deadline = time.monotonic() + 90
-        while not ck.is_file():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "no first checkpoint"
-            time.sleep(0.01)
+        wait_until(
+            ck.is_file,
+            what="no first checkpoint",
+            progress=lambda: folder_state(tmp_path),
+            procs=[proc],
+            interval=0.01,
+        )
         ck_dir.rename(tmp_path / "moved")
         ck_dir.write_text("in the way")
         out, err = proc.communicate(timeout=90)

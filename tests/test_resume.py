@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from proc_helpers import descendants, pid_gone
+from proc_helpers import descendants, folder_state, pid_gone, wait_until
 from tb_helpers import scalar_points
 
 from a3c.learning.normalize import RunningMeanStd
@@ -267,15 +267,26 @@ def test_kill_9_of_the_main_process_leaves_nothing_and_resumes(tmp_path):
         "killed",
     ]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    best_seen: list[int] = []
+
+    def later_checkpoint_with_episodes() -> list:
+        """A periodic checkpoint written after the first best.pt, whose history has episodes
+        (both files are written atomically, so reading them mid-run is safe)."""
+        best, ckpts = list(tmp_path.glob("*/best.pt")), list(tmp_path.glob("*/checkpoint.pt"))
+        if not best or not ckpts:
+            return []
+        best_seen[:] = best_seen or [best[0].stat().st_mtime_ns]
+        if ckpts[0].stat().st_mtime_ns <= best_seen[0]:
+            return []
+        return ckpts if load_checkpoint(ckpts[0])["history"]["episodes"] > 0 else []
+
     try:
-        deadline = time.monotonic() + 90
-        ckpts = []
-        while not ckpts or not list(tmp_path.glob("*/best.pt")):
-            assert time.monotonic() < deadline, "no checkpoint and best.pt within 90 s"
-            assert proc.poll() is None, proc.communicate()[1]
-            time.sleep(0.2)
-            ckpts = list(tmp_path.glob("*/checkpoint.pt"))
-        time.sleep(1.5)  # a later periodic checkpoint, whose history has episodes
+        ckpts = wait_until(
+            later_checkpoint_with_episodes,
+            what="a checkpoint after best.pt",
+            progress=lambda: folder_state(tmp_path),
+            procs=[proc],
+        )
         family = descendants(proc.pid)
         assert len(family) >= 3, "two workers and an evaluator"
         proc.send_signal(signal.SIGKILL)

@@ -1,12 +1,14 @@
 """The benchmarks that loop over runs stop at Ctrl-C/SIGTERM instead of starting the next;
-the suite scores the policy an env without a threshold ends with.
+the suite scores the policy an env without a threshold ends with; its runs resume, and
+``--set`` wins over its defaults or says which flag sets the setting.
 
 ``train()`` turns the signal into a clean end of the run (exit code 143); a caller that
 ignored the code went on to the next seed, so a suite needed one signal per run.
 """
 
 import importlib.util
-import queue
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from proc_helpers import folder_state, wait_until
 
 from a3c.use.saved import evaluate
 
@@ -25,12 +28,12 @@ def test_sigterm_stops_the_suite_not_just_the_run(tmp_path):
     cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--envs", "CartPole-v1"]
     cmd += ["--seeds", "1", "2", "3", "--budget", "4", "--logdir", str(tmp_path)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 90
-    while len(list(tmp_path.glob("*/events.out.tfevents.*"))) < 2:  # seed 1 done, 2 running
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            pytest.fail(f"the second run did not start: {proc.communicate()}")
-        time.sleep(0.2)
+    wait_until(
+        lambda: len(list(tmp_path.glob("*/events.out.tfevents.*"))) >= 2,  # seed 1 done, 2 on
+        what="the second run did not start",
+        progress=lambda: folder_state(tmp_path),
+        procs=[proc],
+    )
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     try:
@@ -54,25 +57,20 @@ def test_sigterm_stops_the_throughput_benchmark():
     cmd = [sys.executable, str(ROOT / "benchmarks" / "a3c_bench.py"), "--only", "workers"]
     cmd += ["--seconds", "3", "--rounds", "2"]  # four runs
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: queue.Queue[str | None] = queue.Queue()
+    out: list[str] = []
 
     def read() -> None:
         for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)  # end of output
+            out.append(line)
 
-    threading.Thread(target=read, daemon=True).start()
-    out: list[str] = []
-    deadline = time.monotonic() + 90
-    while sum(line.startswith("run folder:") for line in out) < 2:  # run 1 done, 2 going
-        try:
-            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
-        except queue.Empty:
-            line = None
-        if line is None:
-            proc.kill()
-            pytest.fail(f"the second run did not start: {out}")
-        out.append(line)
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_until(
+        lambda: sum(line.startswith("run folder:") for line in out) >= 2,  # run 1 done, 2 on
+        what=lambda: f"the second run did not start: {out}",
+        progress=lambda: len(out),
+        procs=[proc],
+    )
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     try:
@@ -80,8 +78,7 @@ def test_sigterm_stops_the_throughput_benchmark():
     except subprocess.TimeoutExpired:
         proc.kill()
         pytest.fail("the benchmark did not exit within 30 s of SIGTERM")
-    while (line := lines.get(timeout=10)) is not None:
-        out.append(line)
+    reader.join(10)
     text = "".join(out)
     assert proc.returncode == 143, text
     assert "Traceback" not in text
@@ -111,3 +108,71 @@ def test_envs_without_a_threshold_report_the_final_policys_greedy_return(
     want = evaluate(run / "checkpoint.pt", suite.GREEDY_EPISODES).mean()
     assert row.endswith(f" | greedy: {want:.0f} |"), row
     assert f"; greedy {want:.1f}" in capsys.readouterr().out
+
+
+def _strict_json(text: str) -> dict:
+    """JSON as strict parsers read it: no Infinity or NaN."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkeypatch):
+    """A by-return run trains its whole budget by ``target_metric none``, not by an infinite
+    target that config.json could only write as ``Infinity`` and a resume refused."""
+    suite = _load_suite()
+    monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
+    monkeypatch.setattr(suite, "GREEDY_EPISODES", 1)
+    (ran,) = suite.run_env("CartPole-v1", [1], suite.Budget(2.0), 1, {}, str(tmp_path)).runs
+    (run,) = tmp_path.glob("*CartPole-v1_s1")
+    cfg = _strict_json((run / "config.json").read_text())
+    assert cfg["target_metric"] == "none"
+    assert ran.solved_at is None  # no target given: none reported
+    steps = ran.env_steps + 500
+    cmd = [sys.executable, "-m", "a3c.train", "--resume", str(run / "checkpoint.pt")]
+    cmd += ["--total-steps", str(steps), "--time-limit", "120"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    reached = re.search(r"step budget reached: (\d+) env steps", proc.stdout + proc.stderr)
+    assert reached and int(reached[1]) >= steps, proc.stderr
+
+
+def test_set_wins_over_the_suites_defaults(tmp_path, monkeypatch):
+    """``--set`` of a setting the suite only defaults: the user's value, not a TypeError
+    (eval_interval) nor a silent replacement (total_steps, a by-return env's target)."""
+    suite = _load_suite()
+    monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
+    monkeypatch.setattr(suite, "GREEDY_EPISODES", 1)
+    extra = suite.parse_set(["eval_interval=300", "total_steps=3000", "target_return=20"])
+    done = suite.run_env("CartPole-v1", [1], suite.Budget(300.0), 1, extra, str(tmp_path))
+    (run,) = tmp_path.glob("*CartPole-v1_s1")
+    cfg = _strict_json((run / "config.json").read_text())
+    assert (cfg["eval_interval"], cfg["total_steps"], cfg["target_return"]) == (300, 3000, 20)
+    assert 3000 <= done.runs[0].env_steps < 4000  # the step budget ended it, not the time
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--envs", "CartPole-v1", "--set", "env=Acrobot-v1"], "--set env: use --envs"),
+        (["--envs", "CartPole-v1", "--set", "target_metric=train"], "whole budget"),
+        (
+            ["--family", "atari", "--envs", "BreakoutNoFrameskip-v4", "--set", "total_steps=9"],
+            "--set total_steps: the atari family's budget sets the steps; --budget",
+        ),
+        (
+            ["--family", "minatar", "--set", "target_return=5"],
+            "--set target_return: the minatar family's targets set it",
+        ),
+    ],
+)
+def test_set_of_a_setting_the_suite_owns_is_one_line_and_exit_2(args, says, tmp_path):
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), *args]
+    proc = subprocess.run(
+        [*cmd, "--logdir", str(tmp_path / "runs")], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr, proc.stderr
+    assert not (tmp_path / "runs").exists()

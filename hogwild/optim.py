@@ -30,7 +30,6 @@ class SharedOptimizer:
         self.params = params
         self.lr = lr
         self.steps = torch.zeros(num_workers, dtype=torch.int64)
-        self.rate_shares: list[tuple[int, int, float]] = []  # (start, stop, share of the rate)
         self.state = {name: torch.zeros_like(params) for name in self.state_names}
         self._scratch: torch.Tensor | None = None
 
@@ -54,21 +53,6 @@ class SharedOptimizer:
 
     def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
         raise NotImplementedError
-
-    def share_rate(self, start: int, stop: int, share: float) -> None:
-        """Step the weights ``start:stop`` of the flat vector at ``share`` of the rate (set
-        before the workers start): a layer whose per-weight steps all point one way, as
-        Adam's do on a first layer over non-negative inputs, moves its outputs by the
-        rate times its fan-in."""
-        if not 0 <= start < stop <= self.params.numel() or not share > 0:
-            raise ValueError(f"share_rate: bad range {start}:{stop} or share {share}")
-        self.rate_shares.append((start, stop, float(share)))
-
-    def _shared_out(self, step: torch.Tensor) -> torch.Tensor:
-        """``step`` with each range of :meth:`share_rate` scaled by its share, in place."""
-        for start, stop, share in self.rate_shares:
-            step[start:stop].mul_(share)
-        return step
 
     def hyperparameters(self) -> dict[str, float]:
         return {"lr": self.lr}
@@ -149,7 +133,7 @@ class SharedAdam(SharedOptimizer):
         bias1 = 1 - b1**t  # m / bias1 is m_hat: the clamp is on m's scale, the bound's times bias1
         limit = adam_step_bound(b1, b2, t) * bias1
         torch.div(m, scratch, out=scratch).clamp_(-limit, limit)
-        self.params.add_(self._shared_out(scratch), alpha=-lr / bias1)
+        self.params.add_(scratch, alpha=-lr / bias1)
 
 
 def adam_step_bound(beta1: float, beta2: float, t: int) -> float:
@@ -203,7 +187,7 @@ class SharedRMSprop(SharedOptimizer):
             torch.sqrt(sq, out=scratch).add_(self.eps)
         limit = rmsprop_step_bound(self.alpha)
         torch.div(grad, scratch, out=scratch).clamp_(-limit, limit)
-        self.params.add_(self._shared_out(scratch), alpha=-lr)
+        self.params.add_(scratch, alpha=-lr)
 
 
 def rmsprop_step_bound(alpha: float) -> float:
@@ -247,8 +231,6 @@ class SharedSGD(SharedOptimizer):
         if self.momentum:
             # The buffer starts at zero, so the first step stores the gradient, as in torch.
             grad = self.state["momentum_buffer"].mul_(self.momentum).add_(grad)
-        if self.rate_shares:
-            grad = self._shared_out(scratch.copy_(grad))
         self.params.add_(grad, alpha=-lr)
 
 

@@ -325,31 +325,3 @@ def test_rejects_bad_arguments():
         SharedSGD(torch.zeros(2), lr=0)
     with pytest.raises(ValueError, match="alpha"):
         SharedRMSprop(torch.zeros(2), alpha=1.0)
-
-
-@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
-def test_a_range_stepped_at_a_share_of_the_rate_moves_by_that_share(name):
-    """Two copies of one optimizer on one gradient: the shared range moves by exactly
-    ``share`` of the full-rate step, the rest by the same step."""
-    grad = torch.linspace(-1.0, 1.0, 10)
-    full, part = torch.zeros(10), torch.zeros(10)
-    kwargs = {"momentum": 0.9} if name == "sgd" else {}
-    a = OPTIMIZERS[name](full, lr=0.1, **kwargs)
-    b = OPTIMIZERS[name](part, lr=0.1, **kwargs)
-    b.share_rate(2, 5, 0.25)
-    for _ in range(2):
-        before_full, before_part = full.clone(), part.clone()
-        a.step(grad.clone())
-        b.step(grad.clone())
-        moved_full, moved_part = full - before_full, part - before_part
-        torch.testing.assert_close(moved_part[2:5], 0.25 * moved_full[2:5])
-        torch.testing.assert_close(moved_part[5:], moved_full[5:])
-        torch.testing.assert_close(moved_part[:2], moved_full[:2])
-
-
-def test_share_rate_rejects_a_range_outside_the_parameters():
-    opt = SharedAdam(torch.zeros(4), lr=0.1)
-    with pytest.raises(ValueError, match="bad range"):
-        opt.share_rate(2, 9, 0.5)
-    with pytest.raises(ValueError, match="bad range"):
-        opt.share_rate(0, 2, 0.0)

@@ -119,14 +119,6 @@ class A3CConfig(EngineConfig):
         group=ALGO,
         min=0,
     )
-    first_conv_lr: float = setting(
-        1.0,
-        "the first conv layer's learning rate as a share of --lr: Adam moves all its weights "
-        "one way over non-negative pixels, and at a high rate its units die",
-        group=ALGO,
-        above=0,
-        max=1,
-    )
     entropy_coef: float = setting(0.0, "weight of the entropy bonus", group=ALGO, min=0)
     entropy_coef_final: float | None = setting(
         None,

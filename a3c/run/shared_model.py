@@ -64,13 +64,6 @@ class SharedModel:
         eps = {} if cfg.optimizer_eps is None else {"eps": cfg.optimizer_eps}
         optimizer = OPTIMIZERS[cfg.optimizer]
         self.optimizer = optimizer(self.flat, lr=cfg.lr, num_workers=cfg.workers, **eps)
-        if cfg.first_conv_lr != 1.0:
-            first = self.model.first_conv
-            if first is None:
-                raise UsageError("first_conv_lr (--first-conv-lr) needs a conv net (an image env)")
-            for p in first.parameters():
-                start = p.storage_offset()
-                self.optimizer.share_rate(start, start + p.numel(), cfg.first_conv_lr)
 
     def statistics(self) -> dict[str, RunningMeanStd]:
         """The running statistics in use, by the names checkpoints give them."""

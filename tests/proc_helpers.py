@@ -216,6 +216,14 @@ CHILD_ENV = {
 }
 
 
+def under_load(seconds: float) -> float:
+    """A promised wall-clock bound, stretched by how many runnable processes each core has
+    now (the 1-min load average per CPU): a stop within 10 s of a signal took 9.3-10.1 s
+    with two CPU hogs beside the suite on 2 cores (load ~12), where it takes ~2 s alone."""
+    per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    return seconds * max(1.0, per_core)
+
+
 def run_python(
     argv: Sequence[str], cwd: Path = ROOT, timeout: float = 120, **env: str
 ) -> subprocess.CompletedProcess:

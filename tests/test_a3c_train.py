@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from proc_helpers import child_pids, descendants, folder_state, pid_gone, wait_until
+from proc_helpers import child_pids, descendants, folder_state, pid_gone, under_load, wait_until
 from tb_helpers import scalar_points
 
 from a3c.api import config_for
@@ -209,11 +209,12 @@ def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
     proc, kids = start_training(tmp_path, "--eval-interval", "1")
     family = {proc.pid, *kids, *descendants(proc.pid)}
     proc.send_signal(sig)
+    bound = under_load(10)
     try:
-        _, err = proc.communicate(timeout=10)
+        _, err = proc.communicate(timeout=bound)
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail("did not exit within 10 s of the signal")
+        pytest.fail(f"did not exit within {bound:.0f} s of the signal")
     assert proc.returncode == code, err
     assert "Traceback" not in err
     ckpt = load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))
@@ -239,11 +240,12 @@ def test_killed_worker_is_restarted_and_run_finishes(tmp_path):
 def test_killed_worker_aborts_when_asked(tmp_path):
     proc, kids = start_training(tmp_path, "--eval-interval", "0", "--on-worker-failure", "abort")
     os.kill(kids[0], signal.SIGKILL)
+    bound = under_load(15)
     try:
-        _, err = proc.communicate(timeout=15)
+        _, err = proc.communicate(timeout=bound)
     except subprocess.TimeoutExpired:
         proc.kill()
-        pytest.fail("an aborted run did not exit within 15 s")
+        pytest.fail(f"an aborted run did not exit within {bound:.0f} s")
     assert proc.returncode == 1
     assert "was killed by SIGKILL" in err and "aborting" in err
     assert "Traceback" not in err

@@ -349,5 +349,10 @@ class EngineConfig:
         2.0, "seconds between parameter averages across nodes", group=DIST, above=0
     )
     dist_timeout: float = setting(
-        60.0, "seconds before a silent node counts as dead", group=DIST, above=0
+        30.0,
+        "seconds a silent node (stopped, hung, unreachable) is waited for, past its next "
+        "--sync-every round, before the others stop with an error (rank 0 with a "
+        "checkpoint); keep it above the longest pause of a slow but live node",
+        group=DIST,
+        above=0,
     )

@@ -10,13 +10,16 @@ during the collective is kept, not overwritten. Optimizer state stays local.
 Every round also all-reduces a small vector of counters (env steps, stop votes, ...),
 so all nodes see global totals and agree on when to stop: rounds happen in the same
 order on every rank, which is all collectives need to pair up. A node that dies makes
-the others' next collective fail (or time out after ``timeout`` s) instead of hanging.
+the others' next collective fail at once; one that stops answering (frozen, SIGSTOP, a
+lost link) makes it time out, ``timeout`` s past the stopped node's next due round, so a
+merely slow node is waited for while a stopped one ends the run within a bounded time.
 """
 
 from __future__ import annotations
 
 import datetime
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,11 +58,14 @@ class NodeSync:
         params: torch.Tensor,
         num_counters: int,
         sync_every: float = 2.0,
-        timeout: float = 60.0,
+        timeout: float = 30.0,
     ) -> None:
+        # A node that votes starts its round at once; the others join theirs when due, up
+        # to ``sync_every`` s later. Only the silence past that counts against a node.
+        self.timeout = timeout + sync_every
         if not dist.is_initialized():
             try:
-                dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+                dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=self.timeout))
             except (RuntimeError, ValueError) as e:
                 raise UsageError(f"cannot join the torchrun group: {_first_line(e)}") from None
         self.rank = dist.get_rank()
@@ -160,9 +166,20 @@ class NodeSync:
         try:
             return fn()
         except (RuntimeError, dist.DistBackendError) as e:
-            raise NodeFailure(
-                f"node {self.rank}: lost contact with the other nodes ({_first_line(e)})"
-            ) from None
+            raise node_failure(self.rank, e, self.timeout) from None
+
+
+def node_failure(rank: int, e: BaseException, timeout: float | None = None) -> NodeFailure:
+    """The one line a failed collective ends the run with (``timeout``: what it waited)."""
+    return NodeFailure(f"node {rank}: lost contact with the other nodes ({_reason(e, timeout)})")
+
+
+def _reason(e: BaseException, timeout: float | None) -> str:
+    text = re.sub(r"^\[[^\]]*\.(cc|cpp|h):\d+\] ", "", _first_line(e))  # gloo's source line
+    if re.search(r"time(d)? ?out", text, re.IGNORECASE):  # gloo words it several ways
+        waited = f"in {timeout:g} s" if timeout is not None else "in time"
+        return f"no answer {waited}: stopped, hung or unreachable"
+    return text.split(". ")[0]
 
 
 def _first_line(e: BaseException) -> str:

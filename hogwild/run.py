@@ -18,6 +18,7 @@ so every decision is taken from round totals, which are the same on all nodes.
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -174,7 +175,7 @@ class RunLoop:
         self.sync: NodeSync | None = None
         if launched_by_torchrun():
             self.sync = NodeSync(
-                params, 2 + counters, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
+                params, 3 + counters, sync_every=cfg.sync_every, timeout=cfg.dist_timeout
             )
         self.rank = self.sync.rank if self.sync else 0
         self.nodes = self.sync.world if self.sync else 1
@@ -189,6 +190,7 @@ class RunLoop:
         self._dirty = False  # workers ran since the last checkpoint
         self._round_reason: str | None = None
         self._all_done = False
+        self._signal_elsewhere: int = 0  # the signal that interrupted another node, if any
 
     @property
     def is_main(self) -> bool:
@@ -232,8 +234,9 @@ class RunLoop:
     # -- the run -------------------------------------------------------------------------
     def run(self, app: RunApp) -> int:
         """Run generations until the app has none left or a reason to stop; the exit code:
-        0, 128 + signal number after Ctrl-C/SIGTERM, 1 after a failed worker or node (one
-        line on stderr). Workers, evaluator, pool and node group are gone afterwards."""
+        0, 128 + signal number after Ctrl-C/SIGTERM (on any node under torchrun), 1 after a
+        failed worker or node (one line on stderr). Workers, evaluator, pool and node group
+        are gone afterwards."""
         self.app = app
         sup = self.open_pool()
         exit_code = 0
@@ -299,6 +302,10 @@ class RunLoop:
         self.progress.close()
         if self.shutdown.requested:
             exit_code = self.shutdown.exit_code
+        elif exit_code == 0 and self._signal_elsewhere:
+            # Interrupted on one node is interrupted on all: torchrun's launcher waits (5
+            # min) at exit for the other nodes unless every node succeeded or none did.
+            exit_code = 128 + self._signal_elsewhere
         self.exit_code = exit_code
         seconds = time.monotonic() - self.t0
         path = self.save_checkpoint() if self._dirty else None
@@ -380,11 +387,12 @@ class RunLoop:
         return self._count(result) > 0
 
     # A round sums, over nodes: [votes to stop, nodes done (or votes for vote()'s flag),
-    # *the app's counters].
-    _STOP_VOTES, _DONE_VOTES, _APP_COUNTERS = 0, 1, slice(2, None)
+    # the numbers of the signals that interrupted nodes, *the app's counters].
+    _STOP_VOTES, _DONE_VOTES, _SIGNALS, _APP_COUNTERS = 0, 1, 2, slice(3, None)
 
     def _counters(self, stop: bool, done: bool) -> list[float]:
-        return [float(stop), float(done), *self.app.round_counters()]
+        signum = float(self.shutdown.signum or 0)
+        return [float(stop), float(done), signum, *self.app.round_counters()]
 
     def _count(self, result: SyncResult) -> int:
         """Hand the app its counters; note a stop voted elsewhere; the nodes done."""
@@ -392,4 +400,8 @@ class RunLoop:
         self.app.on_round(totals[self._APP_COUNTERS], result.gathered)
         if totals[self._STOP_VOTES] > 0 and self.reason is None:
             self.reason = self._round_reason or ANOTHER_NODE
+        if totals[self._SIGNALS] > 0 and not self.shutdown.requested:
+            # A sum: one signal's number, or for several nodes a stand-in, SIGTERM's.
+            only_ctrl_c = int(totals[self._SIGNALS]) == signal.SIGINT
+            self._signal_elsewhere = signal.SIGINT if only_ctrl_c else signal.SIGTERM
         return int(totals[self._DONE_VOTES])

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from hogwild.distributed import NodeFailure
+from hogwild.distributed import node_failure
 from hogwild.errors import UsageError
 from hogwild.mnist.config import MnistConfig
 
@@ -69,5 +69,4 @@ def _collective(rank: int, fn: Callable[[], object]) -> None:
     try:
         fn()
     except (RuntimeError, dist.DistBackendError) as e:
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
-        raise NodeFailure(f"node {rank}: lost contact with the other nodes ({reason})") from None
+        raise node_failure(rank, e) from None

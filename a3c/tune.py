@@ -12,11 +12,11 @@ worker count the trials ran at. A preset whose rate, entropy or clip range decay
 ``total_steps`` in every trial (the decay's horizon; the budget stops the run), so a
 trial scores the schedule that the file, which records it, runs.
 
-Ranges come from :data:`SPACE`, each clipped to the range its setting declares
-(:mod:`a3c.run.config`), less what the env's policy cannot take or ignores (image
-observations: no separate networks, MLP sizes or observation normalisation), so a search
-rarely proposes a value a run would refuse; a trial that is refused anyway is pruned with
-its reason, and the search goes on. ``--jobs J``
+Ranges come from :data:`COMMON_SPACE` and the algorithm's own (its ``tuning_space``), each
+clipped to the range its setting declares (:mod:`a3c.run.config`), less what the env's
+policy cannot take or ignores (image observations: no separate networks, MLP sizes or
+observation normalisation), so a search rarely proposes a value a run would refuse; a
+trial that is refused anyway is pruned with its reason, and the search goes on. ``--jobs J``
 runs J trials at once, each in its own process (Optuna's journal file keeps the study),
 with ``--workers`` each: give J x workers <= your cores. A ``--logdir`` holds one search:
 run again with the same env, algorithm, budget and workers, it continues it (as Optuna
@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from a3c.envs.make import env_spaces
+from a3c.learning.algorithm import Choice, Range
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.policy import ModelSpec
 from a3c.run.callbacks import RunEvent
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
@@ -51,44 +53,20 @@ STUDY = "a3c-tune"  # one study a --logdir: its user attributes say what it sear
 INSTALL_HINT = 'pip install "hogwild-a3c[tune]" (or, from a checkout, pip install -e ".[tune]")'
 
 
-@dataclasses.dataclass(frozen=True)
-class Choice:
-    values: tuple[Any, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class Range:
-    low: float
-    high: float
-    log: bool = False
-    integer: bool = False
-
-
-#: What a search varies, by algorithm; each setting's declared range bounds it further.
-SPACE: dict[str, dict[str, Choice | Range]] = {
-    "common": {
-        "lr": Range(1e-5, 3e-3, log=True),
-        "gamma": Choice((0.9, 0.95, 0.98, 0.99, 0.995, 0.999)),
-        "gae_lambda": Choice((0.8, 0.9, 0.92, 0.95, 0.98, 1.0)),
-        "entropy_coef": Choice((0.0, 1e-4, 1e-3, 0.01, 0.05)),
-        "max_grad_norm": Choice((0.3, 0.5, 1.0, 5.0)),
-        "value_coef": Choice((0.25, 0.5, 1.0)),
-        "hidden": Choice(((64, 64), (128, 128), (256, 256))),
-        "separate_networks": Choice((False, True)),
-        "normalize_obs": Choice((False, True)),
-        "optimizer": Choice(("rmsprop", "adam")),
-    },
-    "a3c": {
-        "n_steps": Choice((5, 8, 16, 32)),
-        "envs_per_worker": Choice((1, 4, 8, 16)),
-    },
-    "appo": {
-        "n_steps": Choice((64, 128, 256, 512)),
-        "envs_per_worker": Choice((2, 4, 8)),
-        "epochs": Range(1, 10, integer=True),
-        "minibatches": Choice((1, 4, 8, 16, 32)),
-        "clip_range": Choice((0.1, 0.2, 0.3)),
-    },
+#: What a search varies for every algorithm; each algorithm adds its own
+#: (:attr:`~a3c.learning.algorithm.Algorithm.tuning_space`), and each setting's declared
+#: range bounds it further.
+COMMON_SPACE: dict[str, Choice | Range] = {
+    "lr": Range(1e-5, 3e-3, log=True),
+    "gamma": Choice((0.9, 0.95, 0.98, 0.99, 0.995, 0.999)),
+    "gae_lambda": Choice((0.8, 0.9, 0.92, 0.95, 0.98, 1.0)),
+    "entropy_coef": Choice((0.0, 1e-4, 1e-3, 0.01, 0.05)),
+    "max_grad_norm": Choice((0.3, 0.5, 1.0, 5.0)),
+    "value_coef": Choice((0.25, 0.5, 1.0)),
+    "hidden": Choice(((64, 64), (128, 128), (256, 256))),
+    "separate_networks": Choice((False, True)),
+    "normalize_obs": Choice((False, True)),
+    "optimizer": Choice(("rmsprop", "adam")),
 }
 
 
@@ -97,7 +75,7 @@ def space(algo: str, drop: Collection[str] = ()) -> dict[str, Choice | Range]:
     declared one."""
     rules = {f.name: f.metadata.get("rule") for f in dataclasses.fields(A3CConfig)}
     out: dict[str, Choice | Range] = {}
-    for name, dim in {**SPACE["common"], **SPACE[algo]}.items():
+    for name, dim in {**COMMON_SPACE, **ALGORITHMS[algo].tuning_space}.items():
         if name in drop:
             continue
         rule = rules[name]
@@ -413,7 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--env", required=True, help="a Gymnasium env id")
     p.add_argument(
-        "--algo", choices=("a3c", "appo"), default=None, help="default: the env's preset's"
+        "--algo", choices=tuple(ALGORITHMS), default=None, help="default: the env's preset's"
     )
     p.add_argument("--trials", type=int, default=20, help="runs in all (default 20)")
     p.add_argument("--budget", type=float, default=30.0, help="seconds per run (default 30)")

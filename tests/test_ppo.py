@@ -14,11 +14,12 @@ from a3c.actions import DiscreteActions
 from a3c.envs import make_vector_env
 from a3c.learning.learner import Learner
 from a3c.learning.loss import a3c_loss
+from a3c.learning.metrics import Tally
 from a3c.learning.ppo import PPOFigures, behaviour, minibatches, ppo_loss, refresh_targets
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
-from a3c.run.telemetry import STAT, STATS
+from a3c.run.telemetry import STATS
 from a3c.run.worker import learner_settings
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
@@ -116,9 +117,12 @@ def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
     assert float(both.approx_kl) == pytest.approx(0.0, abs=1e-6)  # the behaviour, unrolled alike
 
 
-def _stats() -> tuple[np.ndarray, dict[str, int]]:
-    """A worker's telemetry stats and where each figure goes in them."""
-    return np.zeros(len(STATS)), STAT
+def _learner_of(cfg: A3CConfig, model, local, shared, optimizer) -> Learner:
+    """A learner summing into a worker's telemetry stats."""
+    return Learner(
+        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
+        rank=0, stats=Tally(STATS),
+    )  # fmt: skip
 
 
 def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
@@ -130,7 +134,7 @@ def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
     local = flatten_parameters(model)
     shared = local.clone()
     optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
-    learner = Learner(learner_settings(tmp_cfg), model, local, shared, optimizer, 0, *_stats())
+    learner = _learner_of(tmp_cfg, model, local, shared, optimizer)
     rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
     envs.close()
     return learner, rollout, shared
@@ -156,18 +160,18 @@ def test_refreshed_targets_follow_the_moved_value_and_keep_the_behaviour(separat
 
 @pytest.mark.parametrize("recompute", [False, True])
 def test_a_learner_recomputes_targets_between_epochs_only_when_asked(recompute, monkeypatch):
-    import a3c.learning.learner as learner_module
+    import a3c.learning.ppo as ppo_module
 
     calls = []
-    real = learner_module.refresh_targets
-    monkeypatch.setattr(learner_module, "refresh_targets", lambda *a: calls.append(1) or real(*a))
+    real = ppo_module.refresh_targets
+    monkeypatch.setattr(ppo_module, "refresh_targets", lambda *a: calls.append(1) or real(*a))
     cfg = A3CConfig(
         algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
         normalize_reward=False, recompute_advantages=recompute,
     )  # fmt: skip
     learner, rollout, shared = _learner(cfg)
     learner.learn(rollout, steps=0)
-    assert learner.stats[STAT["updates"]] == 3 * 4
+    assert learner.stats["updates"] == 3 * 4
     assert len(calls) == (2 if recompute else 0)
 
 
@@ -180,17 +184,17 @@ def test_target_kl_stops_a_workers_epochs(target_kl, steps):
     learner, rollout, shared = _learner(cfg)
     before = shared.clone()
     learner.learn(rollout, steps=0)
-    assert learner.stats[STAT["updates"]] == steps
-    assert learner.stats[STAT["kl_stops"]] == (0 if target_kl is None else 1)
+    assert learner.stats["updates"] == steps
+    assert learner.stats["kl_stops"] == (0 if target_kl is None else 1)
     assert not torch.equal(shared, before)
-    assert learner.stats[STAT["approx_kl"]] > 0 or target_kl is not None
+    assert learner.stats["approx_kl"] > 0 or target_kl is not None
 
 
 def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
     """Rollouts of 2 samples: one step per 3 of them (MIN_BATCH 5), with their mean
     gradient clipped as one; one sample's gradient clipped alone collapsed CartPole."""
     from a3c.learning.collect import Collector
-    from a3c.learning.learner import MIN_BATCH
+    from a3c.learning.loss import MIN_BATCH
 
     cfg = A3CConfig(
         n_steps=1, envs_per_worker=2, optimizer="sgd", lr=0.1, max_grad_norm=0.01,
@@ -203,7 +207,7 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
     local = flatten_parameters(model)
     shared = local.clone()
     optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
-    learner = Learner(learner_settings(cfg), model, local, shared, optimizer, 0, *_stats())
+    learner = _learner_of(cfg, model, local, shared, optimizer)
     collector = Collector(envs, model, 1, seed=0)
     start, grads, value_losses = shared.clone(), [], []
     for i in range(3):
@@ -214,13 +218,13 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
         grads.append(torch.cat([g.flatten() for g in grad]))
         value_losses.append(float(figures.value_loss))
         learner.learn(rollout, steps=0)
-        assert learner.stats[STAT["updates"]] == (1 if i == 2 else 0)
+        assert learner.stats["updates"] == (1 if i == 2 else 0)
     envs.close()
     mean = torch.stack(grads).mean(0)
     assert float(mean.norm()) > cfg.max_grad_norm  # the clip is on the mean
     expected = start - cfg.lr * mean * (cfg.max_grad_norm / (float(mean.norm()) + 1e-6))
     torch.testing.assert_close(shared, expected)
-    assert learner.stats[STAT["value_loss"]] == pytest.approx(np.mean(value_losses), rel=1e-5)
+    assert learner.stats["value_loss"] == pytest.approx(np.mean(value_losses), rel=1e-5)
 
 
 def test_entropy_and_clip_range_decay_to_their_floor():
@@ -317,10 +321,10 @@ def test_max_nonfinite_counts_rollouts_for_both_algorithms(algo):
     one_nan.obs[0, 0] = float("nan")  # one sample of 64: one minibatch of APPO's four
 
     learner.learn(all_nan, steps=0)  # every step skipped: one rollout, not 16 updates
-    assert learner.stats[STAT["skipped"]] == steps_per_rollout
+    assert learner.stats["skipped"] == steps_per_rollout
     learner.learn(one_nan, steps=0)
     if algo == "appo":
-        assert 0 < learner.stats[STAT["updates"]] < steps_per_rollout  # the rest stepped
+        assert 0 < learner.stats["updates"] < steps_per_rollout  # the rest stepped
     learner.learn(good, steps=0)  # a clean rollout: the count starts again
     assert torch.isfinite(shared).all()
     for rollout in (all_nan, one_nan):

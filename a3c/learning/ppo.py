@@ -8,23 +8,33 @@ copies the shared parameters (other workers have moved them meanwhile), scores i
 minibatch with :func:`ppo_loss` and makes one lock-free step. The ratio against the
 behaviour log-probabilities corrects for both this worker's earlier steps and the lag
 other workers introduce, and the clip bounds how far either can push the policy.
+:class:`APPOSteps` takes those steps, and :data:`APPO` declares the algorithm to the run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from a3c.learning.algorithm import Algorithm, Choice, Range
 from a3c.learning.figures import Figures
+from a3c.learning.metrics import SUM, Metric
 from a3c.learning.returns import ValueFit, forward_with_targets, gae_targets, value_fit
 from a3c.learning.rollout import Rollout
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
 
+if TYPE_CHECKING:
+    from a3c.learning.learner import Learner
+
 __all__ = [
+    "APPO",
+    "KL_STOP",
+    "APPOSteps",
     "Behaviour",
     "PPOFigures",
     "behaviour",
@@ -32,6 +42,9 @@ __all__ = [
     "ppo_loss",
     "refresh_targets",
 ]
+
+#: APPO stops a worker's epochs on a rollout past this multiple of --target-kl (SB3's rule).
+KL_STOP = 1.5
 
 
 @dataclass
@@ -142,3 +155,58 @@ def ppo_loss(
 def _rows(x: Tensor, idx: Tensor, by_env: bool) -> Tensor:
     """The minibatch's rows of a ``[T, K, ...]`` tensor, flattened to ``[n, ...]``."""
     return x[:, idx].flatten(0, 1) if by_env else x.flatten(0, 1)[idx]
+
+
+class APPOSteps:
+    """``epochs x minibatches`` clipped steps a rollout, each on fresh shared weights; a
+    minibatch past ``KL_STOP x target_kl`` ends the rollout's epochs (counted as a
+    ``kl_stops``)."""
+
+    rollouts_per_step = 1
+
+    def __init__(self, learner: Learner) -> None:
+        self.learner = learner
+
+    def __call__(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool:
+        learner, s = self.learner, self.learner.settings
+        gamma, lam = update.gamma, update.gae_lambda
+        with learner.precision.autocast():
+            b = behaviour(learner.model, rollout, gamma, lam)
+        T, K = rollout.rewards.shape
+        finite = True
+        for epoch in range(s.epochs):
+            if epoch and s.recompute_advantages:
+                learner.local.copy_(learner.shared)
+                with learner.precision.autocast():
+                    b = refresh_targets(learner.model, rollout, b, gamma, lam)
+            for idx in minibatches(T, K, s.minibatches, rollout.state is not None):
+                learner.local.copy_(learner.shared)
+                with learner.precision.autocast(), learner.dead.watch():
+                    loss, figures = ppo_loss(learner.model, rollout, b, idx, update)
+                values = figures.stacked().tolist()
+                if s.target_kl is not None and float(figures.approx_kl) > KL_STOP * s.target_kl:
+                    learner.stats.add("kl_stops")
+                    return finite
+                finite &= learner.step(loss, lr, values)
+        return finite
+
+
+APPO = Algorithm(
+    name="appo",
+    summary="asynchronous PPO, --epochs x --minibatches clipped steps per rollout, each "
+    "on fresh shared weights",
+    figures=PPOFigures,
+    steps=APPOSteps,
+    records_behaviour=True,
+    normalize_advantage=True,  # as SB3 and CleanRL
+    normalized_over="minibatch",
+    minibatched=True,
+    tuning_space={
+        "n_steps": Choice((64, 128, 256, 512)),
+        "envs_per_worker": Choice((2, 4, 8)),
+        "epochs": Range(1, 10, integer=True),
+        "minibatches": Choice((1, 4, 8, 16, 32)),
+        "clip_range": Choice((0.1, 0.2, 0.3)),
+    },
+    metrics=(Metric("kl_stops", "charts/kl_stops", SUM),),
+)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from a3c.envs.refs import reference_to
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.use.evaluation import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
@@ -26,6 +27,18 @@ LOG = "evaluation and logging"
 
 # A step budget no run reaches: benchmarks and tuning stop runs by time instead.
 NO_STEP_BUDGET = 10**12
+
+
+def _algo_help() -> str:
+    return "; ".join(f"{a.name}: {a.summary}" for a in ALGORITHMS.values())
+
+
+def _normalize_advantage_help() -> str:
+    over = ", ".join(f"{a.name}: per {a.normalized_over}" for a in ALGORITHMS.values())
+    default = ", ".join(
+        f"{'on' if a.normalize_advantage else 'off'} for {a.name}" for a in ALGORITHMS.values()
+    )
+    return f"standardise advantages ({over}); none: {default}"
 
 
 @dataclass
@@ -81,13 +94,7 @@ class A3CConfig(EngineConfig):
         group=RUN,
         choices=("train", "eval", "none"),
     )
-    algo: str = setting(
-        "a3c",
-        "a3c: one gradient step per rollout (the A3C paper); appo: asynchronous PPO, "
-        "--epochs x --minibatches clipped steps per rollout, each on fresh shared weights",
-        group=ALGO,
-        choices=("a3c", "appo"),
-    )
+    algo: str = setting("a3c", _algo_help(), group=ALGO, choices=tuple(ALGORITHMS))
     n_steps: int = setting(5, "rollout length per update", group=ALGO, min=1)
     gamma: float = setting(0.99, "discount", group=ALGO, min=0, max=1)
     gae_lambda: float = setting(0.95, "GAE lambda (1: n-step returns)", group=ALGO, min=0, max=1)
@@ -151,12 +158,7 @@ class A3CConfig(EngineConfig):
     normalize_obs: bool = setting(
         True, "normalise observations by their running mean and std", group=ALGO
     )
-    normalize_advantage: bool | None = setting(
-        None,
-        "standardise advantages (a3c: per rollout, appo: per minibatch); "
-        "none: off for a3c, on for appo",
-        group=ALGO,
-    )
+    normalize_advantage: bool | None = setting(None, _normalize_advantage_help(), group=ALGO)
     epochs: int = setting(4, "appo: passes over each rollout", group=PPO, min=1)
     minibatches: int = setting(
         4,
@@ -283,7 +285,7 @@ class A3CConfig(EngineConfig):
             raise UsageError(
                 "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"
             )
-        if self.algo != "appo":
+        if not ALGORITHMS[self.algo].minibatched:
             return
         samples = self.n_steps * self.envs_per_worker
         if self.policy == "lstm" and self.minibatches > self.envs_per_worker:

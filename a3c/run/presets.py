@@ -14,6 +14,7 @@ from typing import Any
 
 from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.config import A3CConfig
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping
@@ -30,8 +31,6 @@ __all__ = [
 ]
 
 AUTO = "auto"
-#: The algorithms a preset table may hold a sub-table for.
-ALGOS = ("a3c", "appo")
 FALLBACK = "default"
 
 
@@ -50,7 +49,7 @@ def _validated(table: Any, source: str, per_algo: bool = False) -> dict[str, Any
     (``[Pendulum-v1.a3c]``) too, each under its algorithm's name."""
     if not isinstance(table, dict):
         raise UsageError(f"{source} must be a table of settings")
-    subtables = {k: table.pop(k) for k in ALGOS if per_algo and k in table}
+    subtables = {k: table.pop(k) for k in ALGORITHMS if per_algo and k in table}
     values = overrides_from_mapping(A3CConfig, table, source)
     for algo, sub in subtables.items():
         values[algo] = _validated(sub, f"{source}.{algo}")
@@ -90,7 +89,7 @@ def resolve_preset(
     chosen = algo or next((t["algo"] for t in reversed(layers) if "algo" in t), A3CConfig.algo)
     settings: dict[str, Any] = {}
     for table in layers:
-        settings.update({k: v for k, v in table.items() if k not in ALGOS})
+        settings.update({k: v for k, v in table.items() if k not in ALGORITHMS})
         settings.update(table.get(chosen, {}))
     return name, settings
 

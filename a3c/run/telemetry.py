@@ -9,64 +9,53 @@ from __future__ import annotations
 
 import collections
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from a3c.learning.learner import FIGURES
+from a3c.learning.algorithms import ALGORITHMS
+from a3c.learning.learner import COUNTS, STEP_FIGURES
+from a3c.learning.metrics import MEAN, SUM, Metric, Tally
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
 from hogwild.rundir import RunDir
 
-MEAN, SUM = "mean per update", "sum"
-
-
-@dataclass(frozen=True)
-class Metric:
-    """A figure workers report: summed in messages, logged as ``tag`` (None: not logged)
-    either per update (``MEAN``, e.g. a loss) or as the log window's total (``SUM``)."""
-
-    name: str
-    tag: str | None
-    logged: str = MEAN
-    algos: tuple[str, ...] = ("a3c", "appo")
-
-
 #: The losses' figures that are not logged: the share of updates whose values were flat
 #: (the trainer warns of it instead).
 UNLOGGED = ("flat_values",)
 
 
-def loss_metrics() -> tuple[Metric, ...]:
-    """Each figure a loss reports (a field of its figures record), logged as
-    ``losses/<name>`` for the algorithms whose loss reports it."""
-    names = dict.fromkeys(name for figures in FIGURES.values() for name in figures.names())
-    return tuple(
-        Metric(
-            name,
-            None if name in UNLOGGED else f"losses/{name}",
-            algos=tuple(algo for algo, figures in FIGURES.items() if name in figures.names()),
+def algorithm_metrics() -> tuple[Metric, ...]:
+    """What the algorithms report, each for the algorithms that report it: their losses'
+    figures (the fields of each figures record, logged as ``losses/<name>``) and their own
+    counts (APPO's ``kl_stops``)."""
+    by_name: dict[str, Metric] = {}
+    for algo in ALGORITHMS.values():
+        figures = (
+            Metric(name, None if name in UNLOGGED else f"losses/{name}")
+            for name in algo.figures.names()
         )
-        for name in names
-    )
+        for m in (*figures, *algo.metrics):
+            held = by_name.get(m.name)
+            by_name[m.name] = replace(m, algos=(*(held.algos if held else ()), algo.name))
+    return tuple(by_name.values())
 
 
-#: Every figure a worker reports, in message order: its counts, its losses' figures (a new
-#: one needs nothing here) and its steps' own.
+#: Every figure a worker reports, in message order: the learner's counts, the worker's
+#: env steps, the algorithms' figures and the learner's per step (a new one needs nothing
+#: here).
 METRICS = (
-    Metric("updates", None, SUM),
+    *COUNTS,
     Metric("env_steps", None, SUM),
-    *loss_metrics(),
-    Metric("grad_norm", "losses/grad_norm"),
-    Metric("lr", "charts/learning_rate"),
-    Metric("dead_units", "charts/dead_units"),
-    Metric("skipped", "charts/skipped_updates", SUM),
-    Metric("kl_stops", "charts/kl_stops", SUM, algos=("appo",)),
+    *algorithm_metrics(),
+    *STEP_FIGURES,
 )
 STATS = tuple(m.name for m in METRICS)
+if len(set(STATS)) < len(STATS):  # a figure would be summed into another's slot
+    raise ValueError(f"a worker's figures share names: {STATS}")
 #: A figure's place in a message, by name.
 STAT = {name: i for i, name in enumerate(STATS)}
 MAX_EPISODES = 256
@@ -88,7 +77,7 @@ class WorkerTelemetry:
     def __init__(self, pool: BufferPool, rank: int, ctx: WorkerContext) -> None:
         self.producer = pool.producer(rank)
         self.ctx = ctx
-        self.stats = np.zeros(len(STATS))
+        self.stats = Tally(STATS)
         self.returns: list[float] = []
         self.lengths: list[int] = []
         self.last = time.monotonic()
@@ -106,12 +95,12 @@ class WorkerTelemetry:
                     return
         buf = self.producer.view(slot)
         n = min(len(self.returns), MAX_EPISODES)
-        buf["stats"].copy_(torch.from_numpy(self.stats))
+        buf["stats"].copy_(torch.from_numpy(self.stats.array))
         buf["n_episodes"].fill_(n)
         buf["ep_return"][:n] = torch.tensor(self.returns[:n], dtype=torch.float64)
         buf["ep_length"][:n] = torch.tensor(self.lengths[:n], dtype=torch.int64)
         self.producer.submit(slot)
-        self.stats[:] = 0
+        self.stats.array[:] = 0
         del self.returns[:n], self.lengths[:n]
         self.last = time.monotonic()
 
@@ -145,7 +134,7 @@ class RunStats:
 
 
 def write_logs(
-    run: RunDir, stats: RunStats, step: int, dt: float, steps: int, algo: str = "a3c"
+    run: RunDir, stats: RunStats, step: int, dt: float, steps: int, algo: str = A3CConfig.algo
 ) -> dict[str, float]:
     """Log the window's figures at ``step`` and start a new window; what was written."""
     w, written = stats.window, {}
@@ -164,7 +153,9 @@ def write_logs(
         scalars = {
             m.tag: w[i] / n if m.logged == MEAN else w[i]
             for i, m in enumerate(METRICS)
-            if m.tag is not None and algo in m.algos and (n > 0 or m.logged == SUM)
+            if m.tag is not None
+            and (m.algos is None or algo in m.algos)
+            and (n > 0 or m.logged == SUM)
         }
         scalars["perf/env_steps_per_sec"] = steps / dt
         scalars["perf/updates_per_sec"] = n / dt

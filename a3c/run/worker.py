@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from a3c.envs import make_vector_env
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner, LearnerSettings
 from a3c.learning.normalize import RunningMeanStd
@@ -20,7 +21,7 @@ from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
-from a3c.run.telemetry import STAT, WorkerTelemetry
+from a3c.run.telemetry import WorkerTelemetry
 from hogwild.flat import flatten_parameters
 from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
@@ -51,12 +52,12 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     model = spec.build()
     local = flatten_parameters(model)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
-    settings = learner_settings(cfg)
-    learner = Learner(settings, model, local, shared, optimizer, ctx.rank, telemetry.stats, STAT)
-
-    record = cfg.algo == "appo"  # its behaviour policy, kept while acting
+    learner = Learner(
+        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
+        rank=ctx.rank, stats=telemetry.stats,
+    )  # fmt: skip
     collector = Collector(
-        envs, model, T, seed=ctx.seed, record=record,
+        envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
         return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma,
     )  # fmt: skip
     try:
@@ -69,7 +70,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
             learner.learn(rollout, _steps(env_steps, global_steps))
-            telemetry.stats[STAT["env_steps"]] += T * K
+            telemetry.stats.add("env_steps", T * K)
             env_steps[ctx.rank] += T * K
             if obs_rms is not None:
                 obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
@@ -81,15 +82,18 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
 
 
 def learner_settings(cfg: A3CConfig) -> LearnerSettings:
-    """The learner's settings, from the run's. ``--normalize-advantage`` unset is on for
-    APPO (per minibatch, as SB3 and CleanRL) and off for A3C (the paper's)."""
+    """The learner's settings, from the run's. ``--normalize-advantage`` unset is the
+    algorithm's own default (APPO: on, per minibatch, as SB3 and CleanRL; A3C: off, the
+    paper's)."""
     normalize = cfg.normalize_advantage
+    if normalize is None:
+        normalize = ALGORITHMS[cfg.algo].normalize_advantage
     update = UpdateSettings(
         gamma=cfg.gamma,
         gae_lambda=cfg.gae_lambda,
         value_coef=cfg.value_coef,
         entropy_coef=cfg.entropy_coef,
-        normalize_advantage=cfg.algo == "appo" if normalize is None else normalize,
+        normalize_advantage=normalize,
         value_loss=cfg.value_loss,
         clip_range=cfg.clip_range,
         clip_range_vf=cfg.clip_range_vf,

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import os
 import statistics
 import time
 from collections.abc import Callable
 
-import numpy as np
 import torch
+from gymnasium.vector import VectorEnv
 
 from a3c.envs.make import make_vector_env
 from a3c.policy import ModelSpec
@@ -103,6 +104,15 @@ def model_costs(rounds: int) -> None:
         print(f"| {name} | {' | '.join(row)} |")
 
 
+def vector_step_ms(envs: VectorEnv, calls: int, rounds: int) -> float:
+    """Median ms of one ``envs.step`` on random actions drawn beforehand."""
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(64)]
+    turn = itertools.count()
+    return median_ms(lambda: envs.step(actions[next(turn) % len(actions)]), calls, rounds)
+
+
 def env_costs(rounds: int) -> None:
     print(f"\n| env | one agent step (SyncVectorEnv of {ENV_BATCH}, per env) |")
     print("|---|---|")
@@ -112,17 +122,8 @@ def env_costs(rounds: int) -> None:
         except Exception as e:  # noqa: BLE001 (a missing extra: say so and go on)
             print(f"| {env_id} | skipped: {str(e).splitlines()[0]} |")
             continue
-        envs.reset(seed=0)
-        rng = np.random.default_rng(0)
-        n = envs.single_action_space.n if hasattr(envs.single_action_space, "n") else 2
-        actions = [rng.integers(0, n, ENV_BATCH) for _ in range(64)]
-        it = iter(range(10**9))
-
-        def step(envs=envs, actions=actions, it=it) -> None:
-            envs.step(actions[next(it) % len(actions)])
-
         calls = 200 if env_id == "CartPole-v1" else 50
-        ms = median_ms(step, calls, rounds) / ENV_BATCH
+        ms = vector_step_ms(envs, calls, rounds) / ENV_BATCH
         print(f"| {env_id} | {ms * 1e3:.1f} µs ({1e3 / ms:,.0f} steps/s) |")
         envs.close()
 

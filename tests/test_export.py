@@ -36,6 +36,7 @@ POLICIES = {
     "cartpole": ("CartPole-v1", {}),
     "pendulum": ("Pendulum-v1", {"normalize_obs": True}),
     "minatar": ("MinAtar/Breakout-v1", {}),
+    "minatar_centred": ("MinAtar/Breakout-v1", {"center_frames": True}),
     "lstm": ("CartPole-v1", {"lstm": 16}),
     "pendulum_lstm": ("Pendulum-v1", {"lstm": 16, "normalize_obs": True}),
     "copybits": ("policy_helpers:CopyBits-v0", {}),  # Dict observations, MultiBinary actions
@@ -197,7 +198,9 @@ FORMATS = ["onnx", "pt2", "torchscript"]
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("name", ["cartpole", "pendulum", "minatar", "lstm", "copybits"])
+@pytest.mark.parametrize(
+    "name", ["cartpole", "pendulum", "minatar", "minatar_centred", "lstm", "copybits"]
+)
 def test_exported_actions_are_predicts_on_real_observations(name, fmt, tmp_path, request):
     ort = request.getfixturevalue("ort") if fmt == "onnx" else None
     policy = make_named(name)

@@ -143,3 +143,25 @@ def test_gradients_reach_every_parameter(shape):
 def test_rejects_unbatched_input():
     with pytest.raises(ValueError, match="batch"):
         SmallConv((4, 10, 10))(torch.zeros(4, 10, 10, dtype=torch.uint8))
+
+
+def test_centred_frames_make_a_flat_background_zero():
+    """With ``center``, a frame and the same frame on a brighter background (every pixel of
+    a channel raised alike) give the same features; without it they differ."""
+    torch.manual_seed(0)
+    frame = torch.randint(0, 200, (2, 4, 84, 84), dtype=torch.uint8)
+    brighter = frame + 40
+    centred, plain = A3CConv((4, 84, 84), center=True), A3CConv((4, 84, 84))
+    plain.load_state_dict(centred.state_dict())
+    with torch.no_grad():
+        torch.testing.assert_close(centred(frame), centred(brighter), atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(plain(frame), plain(brighter))
+
+
+def test_a_centring_policy_keeps_it_in_its_spec():
+    spec = ModelSpec((4, 84, 84), DiscreteActions(6), obs_dtype="uint8", center_frames=True)
+    assert ModelSpec.from_dict(spec.to_dict()) == spec
+    assert spec.build().encoder.center
+    assert (
+        not ModelSpec.from_dict({**spec.to_dict(), "center_frames": False}).build().encoder.center
+    )

@@ -58,6 +58,7 @@ class ModelSpec:
     squash: bool = False
     lstm: int = 0  # hidden size of an LSTM core between the trunk and the head (0: none)
     conv: str = "auto"  # the image encoder (encoders.ENCODERS, or auto); vectors ignore it
+    center_frames: bool = False  # images: each channel's mean over the frame subtracted
 
     @property
     def image(self) -> bool:
@@ -117,7 +118,7 @@ class ModelSpec:
         for key in ("obs_shape", "hidden"):
             if not isinstance(d.get(key, []), (list, tuple)):
                 raise UsageError(f"checkpoint model config: {key} must be a list, got {d[key]!r}")
-        for key in ("normalize_obs", "separate", "squash"):
+        for key in ("normalize_obs", "separate", "squash", "center_frames"):
             if not isinstance(d.get(key, False), bool):
                 raise UsageError(f"checkpoint model config: {key} must be a bool, got {d[key]!r}")
         spec = cls(**d)
@@ -209,7 +210,12 @@ class ActorCritic(nn.Module):
         self.n_pi = self.dist.n_inputs
         self.encoder = None
         if spec.image:  # the conv net ends in its own FC layer: no MLP trunk after it
-            self.encoder = conv_encoder(spec.conv, spec.obs_shape, channels_last=spec.channels_last)
+            self.encoder = conv_encoder(
+                spec.conv,
+                spec.obs_shape,
+                channels_last=spec.channels_last,
+                center=spec.center_frames,
+            )
             sizes: tuple[int, ...] = (self.encoder.out_features,)
         else:
             sizes = (obs_dim, *spec.hidden)

@@ -4,7 +4,9 @@ Inputs are pixel intensities 0..255 (Atari frames; MinAtar grids as 0/255, see
 :mod:`a3c.envs.minatar`), ``uint8`` or any float dtype: ``forward`` casts to float and
 multiplies by ``scale`` (1/255 by default; pass ``scale=1.0`` for inputs already in
 [0, 1]), so ``uint8`` and float copies of the same image give the same features. With
-``channels_last=True`` the input is ``[B, H, W, C]`` and is permuted inside.
+``channels_last=True`` the input is ``[B, H, W, C]`` and is permuted inside. With
+``center=True`` each channel's mean over the image is then subtracted, so that a flat
+background is 0.
 
 * :class:`A3CConv` (Mnih et al., 2016, after the 2013 DQN): conv 16 8x8/4, conv 32
   4x4/2, FC 256; 676 k parameters on 4x84x84 (664 k of them in the FC).
@@ -49,6 +51,7 @@ class ConvEncoder(nn.Module):
         *,
         channels_last: bool = False,
         scale: float = 1.0 / 255.0,
+        center: bool = False,
     ) -> None:
         super().__init__()
         if len(obs_shape) != 3 or min(obs_shape) < 1:
@@ -57,6 +60,7 @@ class ConvEncoder(nn.Module):
         self.obs_shape = tuple(int(d) for d in obs_shape)
         self.channels_last = channels_last
         self.scale = float(scale)
+        self.center = center
 
         layers: list[nn.Module] = []
         oh, ow = h, w
@@ -94,6 +98,11 @@ class ConvEncoder(nn.Module):
             # nothing, so it stays NCHW. docs/benchmarks.md, "Per-step costs".
             obs = obs.contiguous(memory_format=torch.channels_last)
         x = obs.to(self.fc.weight.dtype) * self.scale
+        if self.center:
+            # Each channel's mean over the frame removed: on a flat background (Pong's grey)
+            # Adam moved a first-layer filter's weights all one way, by its fan-in x the
+            # rate at once, and the layer's units died (docs/tuning.md, "Dead starts").
+            x = x - x.mean((2, 3), keepdim=True)
         x = self.conv(x)
         return torch.relu(self.fc(x.flatten(1)))
 

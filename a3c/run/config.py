@@ -218,6 +218,13 @@ class A3CConfig(EngineConfig):
         group=NET,
         choices=("auto", "a3c", "nature", "small"),
     )
+    center_frames: bool = setting(
+        False,
+        "images: subtract each channel's mean over the frame before the conv net, so a flat "
+        "background is 0 (without it Pong's first conv layer lost 88-94% of its units by "
+        "150k steps, and now and then all of them)",
+        group=NET,
+    )
     lstm_size: int = setting(128, "hidden size of the LSTM core (--policy lstm)", group=NET, min=1)
     log_std_init: float = setting(
         0.0, "initial log-std of a Gaussian policy (Box actions)", group=NET

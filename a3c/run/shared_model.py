@@ -38,6 +38,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.squash_actions,
         cfg.lstm_size if cfg.policy == "lstm" else 0,
         cfg.conv,
+        cfg.center_frames and image,
     )
     spec.check(UsageError)
     return spec

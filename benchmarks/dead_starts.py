@@ -15,8 +15,9 @@ import argparse
 import math
 import sys
 import tempfile
-import tomllib
 from dataclasses import dataclass
+
+from suite import parse_set  # benchmarks/suite.py: --set read as the suite reads it
 
 from a3c.run.callbacks import RunEvent
 from a3c.run.presets import config_for
@@ -58,20 +59,6 @@ class Start:
         return self.dead_last >= DEAD_SHARE
 
 
-def parse_set(items: list[str]) -> dict[str, object]:
-    """``KEY=VALUE`` pairs, each value read as TOML (``amp=bf16`` as the text)."""
-    out: dict[str, object] = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise SystemExit(f"--set expects KEY=VALUE, got {item!r}")
-        try:
-            out[key] = tomllib.loads(f"v = {value}")["v"]
-        except tomllib.TOMLDecodeError:
-            out[key] = value
-    return out
-
-
 def seeds(text: str) -> list[int]:
     first, _, last = text.partition("-")
     return list(range(int(first), int(last or first) + 1))
@@ -85,13 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE", help="config fields")
     args = p.parse_args(argv)
-    overrides = parse_set(args.set)
+    try:
+        overrides = parse_set(args.set)
+    except ValueError as e:
+        p.error(str(e))
     starts = []
     with tempfile.TemporaryDirectory() as logdir:
         for seed in args.seeds:
             cfg = config_for(
                 args.env, workers=args.workers, seed=seed, eval_interval=0.0, logdir=logdir,
-                log_interval=10.0, checkpoint_interval=1e9, **overrides,
+                log_interval=2.0, checkpoint_interval=1e9, **overrides,
             )  # fmt: skip
             start = Start(seed)
             train(cfg, callbacks=[start.watch(args.steps)])

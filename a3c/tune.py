@@ -79,6 +79,7 @@ def space(algo: str, drop: Collection[str] = ()) -> dict[str, Choice | Range]:
         if name in drop:
             continue
         rule = rules[name]
+        assert rule is not None, f"{name}: a tuned setting is declared with setting()"
         if isinstance(dim, Range):
             low = max(dim.low, rule.min if rule.min is not None else -math.inf)
             high = min(dim.high, rule.max if rule.max is not None else math.inf)
@@ -204,7 +205,7 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
         raise optuna.TrialPruned("interrupted")
     if result.exit_code != 0:
         raise optuna.TrialPruned(f"the run failed (exit code {result.exit_code})")
-    if score.pruned:
+    if score.pruned and score.last is not None:  # pruned only after a logged point
         raise optuna.TrialPruned(f"lagged at {score.last.seconds:.0f} s")
     return score.value
 
@@ -313,7 +314,7 @@ def run(args: argparse.Namespace) -> int:
     if not finished:
         print(f"{PROG}: no trial finished; nothing written", file=sys.stderr)
         return 1
-    best = max(finished, key=lambda t: t.value)
+    best = max(finished, key=lambda t: t.value if t.value is not None else -math.inf)
     settings = _settings_of(best, args)
     scored = schedule(config_for(args.env, algo=args.algo, **settings))
     values = {"env": args.env, "algo": args.algo, "workers": args.workers, **scored, **settings}

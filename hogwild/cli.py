@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from hogwild.errors import UsageError
 
@@ -49,7 +50,7 @@ def run_cli(
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:
     """argparse's exit code 2, without the usage block that buries the one line that matters."""
 
-    def error(message: str) -> None:
+    def error(message: str) -> NoReturn:
         parser.exit(2, f"{parser.prog}: error: {message} (see --help)\n")
 
     parser.error = error  # type: ignore[method-assign]

@@ -184,7 +184,8 @@ def add_flags(
             rule.group, parser.add_argument_group(rule.group)
         )
         kind, optional = kinds[f.name]
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        factory = f.default_factory
+        default = f.default if factory is dataclasses.MISSING else factory()
         shown = _shown(default)
         text = f"{rule.help} (default: {shown})" if rule.help else f"(default: {shown})"
         text = text.replace("%", "%%")

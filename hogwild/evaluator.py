@@ -23,7 +23,7 @@ from torch import nn
 
 from hogwild.errors import UsageError
 from hogwild.flat import flatten_buffers, flatten_parameters
-from hogwild.pool import BufferPool
+from hogwild.pool import BufferPool, queue_reader
 from hogwild.procs import FailurePolicy, WorkerContext, WorkerGroup
 
 if TYPE_CHECKING:
@@ -204,6 +204,7 @@ class Evaluator:
             msg["step"].fill_(step)
             msg["seq"].fill_(self._seq)
             if "buffers" in msg:
+                assert buffers is not None, "the evaluated model has buffers: offer them"
                 msg["buffers"].copy_(buffers)
             # Keep exactly what is sent (not the live vector, which workers keep writing),
             # so the caller can checkpoint the parameters behind a score.
@@ -214,7 +215,7 @@ class Evaluator:
         return True
 
     def waitables(self) -> list[Any]:
-        return [self.results._reader, *self.group.sentinels()]
+        return [queue_reader(self.results), *self.group.sentinels()]
 
     def collect(
         self, ready: Sequence[Any] = ()

@@ -90,7 +90,7 @@ def check_file_writable(path: str | Path, what: str) -> None:
     check_writable(path.parent, f"{what}'s folder")
 
 
-def write_atomic(path: str | Path, write: Callable[[IO[bytes]], None]) -> Path:
+def write_atomic(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
     """Call ``write`` on a temporary file next to ``path``, sync it, rename it to ``path``.
 
     Either ``path`` holds the complete new content afterwards, or (on any error, which is

@@ -23,8 +23,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import BaseContext
 from multiprocessing.reduction import ForkingPickler
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import torch
+
+if TYPE_CHECKING:
+    from multiprocessing.synchronize import Lock
 
 Layout = Mapping[str, tuple[Sequence[int], torch.dtype]]
 
@@ -33,22 +37,35 @@ class PoolTimeout(TimeoutError):
     """No slot became free (or no message arrived) within the timeout."""
 
 
-def get_with_timeout(queue: mp.queues.SimpleQueue, timeout: float | None) -> object:
+class _QueueEnds(Protocol):
+    """The private attributes of ``SimpleQueue`` used here (typeshed leaves them out)."""
+
+    _reader: Connection
+    _rlock: Lock
+
+
+def queue_reader(queue: mp.queues.SimpleQueue) -> Connection:
+    """The connection that becomes readable when ``queue`` holds a message."""
+    return cast(_QueueEnds, queue)._reader
+
+
+def get_with_timeout(queue: mp.queues.SimpleQueue, timeout: float | None) -> Any:
     """``SimpleQueue.get`` with a timeout (the standard one has none)."""
+    ends = cast(_QueueEnds, queue)
     deadline = None if timeout is None else time.monotonic() + timeout
     # ``acquire(timeout=-1)`` would not block: a SemLock clamps a negative timeout to 0.
     locked = (
-        queue._rlock.acquire() if timeout is None else queue._rlock.acquire(True, max(timeout, 0))
+        ends._rlock.acquire() if timeout is None else ends._rlock.acquire(True, max(timeout, 0))
     )
     if not locked:
         raise PoolTimeout
     try:
         remaining = None if deadline is None else max(deadline - time.monotonic(), 0)
-        if not queue._reader.poll(remaining):
+        if not ends._reader.poll(remaining):
             raise PoolTimeout
-        data = queue._reader.recv_bytes()
+        data = ends._reader.recv_bytes()
     finally:
-        queue._rlock.release()
+        ends._rlock.release()
     return ForkingPickler.loads(data)
 
 
@@ -168,11 +185,11 @@ class BufferPool:
 
     def readers(self) -> list[Connection]:
         """Connections that become readable when a message is waiting (for ``connection.wait``)."""
-        return [ch.full._reader for ch in self._channels]
+        return [queue_reader(ch.full) for ch in self._channels]
 
-    def owner(self, reader: Connection) -> int | None:
+    def owner(self, reader: object) -> int | None:
         for i, ch in enumerate(self._channels):
-            if ch.full._reader is reader:
+            if queue_reader(ch.full) is reader:
                 return i
         return None
 
@@ -189,7 +206,9 @@ class BufferPool:
         """The next submitted slot of any producer, or ``None`` after ``timeout`` s."""
         ready = wait(self.readers(), timeout)
         for reader in ready:
-            slot = self.take(self.owner(reader))
+            producer = self.owner(reader)
+            assert producer is not None  # ready came from self.readers()
+            slot = self.take(producer)
             if slot is not None:
                 return slot
         return None

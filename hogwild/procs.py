@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import torch
@@ -28,6 +30,9 @@ import torch.multiprocessing as mp
 
 from hogwild.errors import UsageError
 from hogwild.heap import keep_freed_memory
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkContext, ForkServerContext, SpawnContext
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +146,7 @@ def _bootstrap(
 @dataclass
 class _Slot:
     rank: int
-    process: mp.Process
+    process: BaseProcess
     errors: Connection
     incarnation: int
     work_done: SharedFlag
@@ -173,7 +178,10 @@ class WorkerGroup:
         on_restart: Callable[[int], None] | None = None,
         name: str = "worker",
     ) -> None:
-        self._ctx = mp.get_context(start_method)
+        # typeshed gives get_context(str) the base class, which lacks Process.
+        self._ctx = cast(
+            "ForkContext | SpawnContext | ForkServerContext", mp.get_context(start_method)
+        )
         if start_method == "fork":
             # GNU OpenMP does not survive fork: a child that uses a thread pool its parent
             # had started can hang. A forking parent therefore runs single-threaded (it only
@@ -289,7 +297,7 @@ class WorkerGroup:
                 if drain is not None:
                     drain()
                 s.process.join(0.05)
-        for sig_step in (mp.Process.terminate, mp.Process.kill):
+        for sig_step in (BaseProcess.terminate, BaseProcess.kill):
             alive = [s.process for s in self.slots if s.process.is_alive()]
             for p in alive:
                 sig_step(p)

@@ -223,8 +223,8 @@ class RunLoop:
                 self.pool,
                 self._on_message,
                 extra=lambda: self.evaluator.waitables() if self.evaluator else (),
-                on_stop=lambda: self.evaluator and self.evaluator.request_stop(),
-                on_kill=lambda: self.evaluator and self.evaluator.kill_now(),
+                on_stop=lambda: self.evaluator.request_stop() if self.evaluator else None,
+                on_kill=lambda: self.evaluator.kill_now() if self.evaluator else None,
             )
         return self.supervisor
 

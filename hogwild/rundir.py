@@ -27,7 +27,8 @@ from hogwild.files import make_dirs, os_reason, remove_created, write_atomic
 
 def config_dict(config: Any) -> dict[str, Any]:
     """A JSON-able dict from a dataclass config (paths and tuples become strings/lists)."""
-    d = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config)
+    is_instance = dataclasses.is_dataclass(config) and not isinstance(config, type)
+    d = dataclasses.asdict(config) if is_instance else dict(config)
     return json.loads(json.dumps(d, default=str))
 
 

@@ -7,6 +7,7 @@ import signal
 import sys
 from collections.abc import Callable
 from types import FrameType
+from typing import Any
 
 
 class GracefulShutdown:
@@ -28,7 +29,7 @@ class GracefulShutdown:
         self.on_force = on_force
         self.on_request = on_request
         self.signum: int | None = None
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Callable[[int, FrameType | None], Any] | int | None] = {}
 
     @property
     def requested(self) -> bool:

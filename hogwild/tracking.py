@@ -37,12 +37,13 @@ def start(config: dict[str, Any], run_dir: Path) -> Any:
     """A W&B run synced from this run's TensorBoard events; call before the SummaryWriter
     is made (W&B hooks TensorBoard's writer). Its failures are one-line UsageErrors."""
     import wandb
+    from wandb.integration import tensorboard as wandb_tensorboard  # wandb.tensorboard
 
     # The run's one writer is W&B's root folder: with one folder and no root named, W&B's
     # service waited 10 s at the end of every run to infer one ("no root directory").
     if wandb.patched["tensorboard"]:
-        wandb.tensorboard.unpatch()
-    wandb.tensorboard.patch(root_logdir=str(run_dir), save=False)
+        wandb_tensorboard.unpatch()
+    wandb_tensorboard.patch(root_logdir=str(run_dir), save=False)
     try:
         return wandb.init(
             project=config.get("wandb_project") or DEFAULT_PROJECT,
@@ -56,7 +57,7 @@ def start(config: dict[str, Any], run_dir: Path) -> Any:
             settings=wandb.Settings(console="off"),
         )
     except Exception as e:  # wandb raises many kinds (no API key, no network, bad entity)
-        wandb.tensorboard.unpatch()
+        wandb_tensorboard.unpatch()
         text = " ".join(str(e).split()) or type(e).__name__
         raise UsageError(f"--track: Weights & Biases refused the run: {text}") from e
 
@@ -71,13 +72,14 @@ def finish(run: Any, timeout: float = FINISH_TIMEOUT_S) -> None:
     if run is None:
         return
     import wandb
+    from wandb.integration import tensorboard as wandb_tensorboard  # wandb.tensorboard
 
     failure: list[str] = []
 
     def close() -> None:
         try:
             run.finish()
-            wandb.tensorboard.unpatch()
+            wandb_tensorboard.unpatch()
             if wandb.run is None:
                 wandb.teardown()
         except Exception as e:  # wandb raises many kinds; reported below, in one line

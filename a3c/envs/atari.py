@@ -49,7 +49,7 @@ from __future__ import annotations
 import inspect
 import re
 import time
-from typing import Any, SupportsFloat
+from typing import TYPE_CHECKING, Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -61,6 +61,9 @@ from gymnasium.wrappers import (
 )
 
 from hogwild.errors import UsageError
+
+if TYPE_CHECKING:
+    from ale_py.env import AtariEnv
 
 __all__ = [
     "CountAgentSteps",
@@ -161,7 +164,7 @@ class EpisodicLife(gym.Wrapper):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.game_over = bool(terminated or truncated)
-        lives = self.env.unwrapped.ale.lives()
+        lives = _game(self.env).ale.lives()
         if 0 < lives < self.lives:
             terminated = True
         self.lives = lives
@@ -177,7 +180,7 @@ class EpisodicLife(gym.Wrapper):
             if terminated or truncated:
                 obs, info = _reset_keeping_episode(self.env, info)
         self.game_over = False
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _game(self.env).ale.lives()
         return obs, info
 
 
@@ -191,7 +194,7 @@ class FireOnReset(gym.Wrapper):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        meanings = env.unwrapped.get_action_meanings()
+        meanings = _game(env).get_action_meanings()
         if len(meanings) < 3 or meanings[1] != "FIRE":
             raise ValueError(f"FireOnReset needs action 1 to be FIRE, got {meanings}")
 
@@ -227,17 +230,17 @@ class FireOnLifeLoss(gym.Wrapper):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        self.lives = self.env.unwrapped.ale.lives()
+        self.lives = _game(self.env).ale.lives()
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = self.env.unwrapped.ale.lives()
+        lives = _game(self.env).ale.lives()
         lost = 0 < lives < self.lives and not (terminated or truncated)
         if lost and self.fire:
             obs, fire_reward, terminated, truncated, info = self.env.step(FIRE)
             reward = float(reward) + float(fire_reward)
-            lives = self.env.unwrapped.ale.lives()
+            lives = _game(self.env).ale.lives()
         self.lives = lives
         if lost:
             info = {**info, "life_lost": True}
@@ -343,7 +346,12 @@ def _reset_keeping_episode(
 
 
 def _sign(reward: SupportsFloat) -> float:
-    return float(np.sign(reward))
+    return float(np.sign(float(reward)))
+
+
+def _game(env: gym.Env) -> AtariEnv:
+    """``env``'s innermost env: ALE's, with its ``ale`` and ``get_action_meanings``."""
+    return cast("AtariEnv", env.unwrapped)
 
 
 def wrap_atari(
@@ -404,7 +412,7 @@ def wrap_atari(
         env = limit = GameStepLimit(env, max_episode_steps, stats)
     if terminal_on_life_loss:
         env = EpisodicLife(env)
-    meanings = env.unwrapped.get_action_meanings()
+    meanings = _game(env).get_action_meanings()
     if fire_on_reset is None:
         fire_on_reset = len(meanings) >= 3 and meanings[1] == "FIRE"
     if fire_on_reset:

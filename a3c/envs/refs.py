@@ -37,9 +37,10 @@ def resolve(ref: str, what: str) -> Callable[..., Any]:
     return target
 
 
-def reference_to(fn: Callable[..., Any], what: str) -> str:
+def reference_to(fn: Callable[..., Any] | str, what: str) -> str:
     """``"module:qualname"`` of a module-level callable, the text that :func:`resolve` reads
     back in every process; lambdas and nested functions cannot be imported, so refused."""
+    module: str | None
     if isinstance(fn, str):
         module, _, qualname = fn.partition(":")
     else:

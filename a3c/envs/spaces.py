@@ -12,7 +12,7 @@ float ``Box``; :func:`action_spec` describes them for the policy. ``Graph``, ``S
 from __future__ import annotations
 
 import logging
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 import gymnasium as gym
 import numpy as np
@@ -91,6 +91,7 @@ class ByteImage(gym.ObservationWrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         space = env.observation_space
+        assert is_image(space)
         self._shape = space.shape if len(space.shape) == 3 else (1, *space.shape)
         self._bool = space.dtype == np.bool_
         self.observation_space = spaces.Box(0, 255, self._shape, np.uint8)
@@ -119,7 +120,9 @@ class FlatActions(gym.ActionWrapper):
 
     def __init__(self, env: gym.Env, space: spaces.Space) -> None:
         super().__init__(env)
-        self._shape, self._dtype = env.action_space.shape, env.action_space.dtype
+        shape = env.action_space.shape
+        assert shape is not None  # a MultiBinary or Box
+        self._shape, self._dtype = shape, env.action_space.dtype
         self.action_space = space
 
     def action(self, action: Any) -> Any:
@@ -189,6 +192,7 @@ class EnvSpaces(NamedTuple):
 def describe_spaces(env: gym.Env) -> EnvSpaces:
     """The :class:`EnvSpaces` of an env that went through :func:`adapt_spaces`."""
     obs = env.observation_space
+    assert obs.shape is not None  # adapt_spaces refuses spaces without one
     return EnvSpaces(tuple(obs.shape), np.dtype(obs.dtype).name, action_spec(env.action_space))
 
 
@@ -212,7 +216,7 @@ def action_spec(space: spaces.Space) -> ActionSpec:
     raise UsageError(f"action space {space} is not supported")
 
 
-def is_image(space: spaces.Space) -> bool:
+def is_image(space: spaces.Space) -> TypeGuard[spaces.Box]:
     """A 2-D/3-D ``Box`` of bytes or booleans: pixels or a MinAtar-style grid."""
     return (
         isinstance(space, spaces.Box)

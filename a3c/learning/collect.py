@@ -74,10 +74,11 @@ class Collector:
         obs, state = self.next_obs, self.state
         state0 = state
         final_obs: list[np.ndarray] = []
+        log_p, values = self.log_p, self.values  # tensors when self.record
         for t in range(self.obs.shape[0]):
             self.obs[t] = obs
-            if self.record:
-                actions, self.log_p[t], self.values[t] = model.act_scored(obs)
+            if log_p is not None and values is not None:
+                actions, log_p[t], values[t] = model.act_scored(obs)
             elif state is None:
                 actions = model.act(obs)
             else:

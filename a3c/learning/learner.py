@@ -22,6 +22,7 @@ from a3c.learning.metrics import SUM, Metric, Tally
 from a3c.learning.rollout import Rollout
 from a3c.learning.schedules import Schedules
 from a3c.learning.settings import UpdateSettings
+from a3c.policy import ActorCritic
 from hogwild.flat import attach_flat_grad, clip_grad_norm_
 from hogwild.optim import SharedOptimizer
 from hogwild.precision import Precision, resolve_amp
@@ -72,7 +73,7 @@ class Learner:
         self,
         settings: LearnerSettings,
         *,
-        model: torch.nn.Module,
+        model: ActorCritic,
         local: torch.Tensor,
         shared: torch.Tensor,
         optimizer: SharedOptimizer,

@@ -87,9 +87,10 @@ class A3CSteps:
         values = figures.stacked()
         held = self.rollouts_per_step > 1
         if held:
-            loss, values = self._accumulated(loss, values)
-            if loss is None:
+            summed, values = self._accumulated(loss, values)
+            if summed is None:
                 return None
+            loss = summed
         return learner.step(loss, lr, values.tolist(), held)
 
     def _accumulated(self, loss: Tensor, figures: Tensor) -> tuple[Tensor | None, Tensor]:

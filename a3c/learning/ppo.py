@@ -112,7 +112,7 @@ def ppo_loss(
     """``(loss, figures)`` of one minibatch (``idx`` from :func:`minibatches`): the
     clipped surrogate, the value loss and the entropy bonus."""
     by_env = r.state is not None
-    if not by_env:
+    if r.state is None:
         pi, v = model(_rows(r.obs, idx, by_env))
     else:
         T, k = r.rewards.shape[0], idx.numel()

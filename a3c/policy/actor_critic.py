@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -192,6 +193,9 @@ class ActorCritic(nn.Module):
     workers set them from the shared running statistics, checkpoints keep them.
     """
 
+    obs_mean: Tensor  # buffers, registered with normalize_obs
+    obs_std: Tensor
+
     def __init__(self, spec: ModelSpec) -> None:
         super().__init__()
         spec.check(ValueError)
@@ -262,7 +266,7 @@ class ActorCritic(nn.Module):
         if self.normalize_obs:
             x = (x - self.obs_mean).div_(self.obs_std).clamp_(-OBS_CLIP, OBS_CLIP)
         act = self._act
-        for layer in trunk:
+        for layer in cast("Iterable[nn.Linear]", trunk):
             x = act(F.linear(x, layer.weight, layer.bias))
         return x
 
@@ -293,7 +297,8 @@ class ActorCritic(nn.Module):
 
     def _head(self, x: Tensor, rows: slice | None = None) -> Tensor:
         """The fused head's output (its ``rows``), in fp32 even under autocast."""
-        weight, bias = self.head.weight, self.head.bias
+        weight: Tensor = self.head.weight
+        bias: Tensor = self.head.bias
         if rows is not None:
             weight, bias = weight[rows], bias[rows]
         x, fp32 = _full_precision(x)
@@ -346,6 +351,7 @@ class ActorCritic(nn.Module):
         self, obs: Tensor, state: tuple[Tensor, Tensor]
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """The policy's outputs (what :attr:`dist` reads) and the LSTM state after ``obs``."""
+        assert self.lstm is not None, "pi_recurrent is for an LSTM policy"
         x, fp32 = _full_precision(self._features(obs, self.trunk))
         with fp32:
             h, c = self.lstm(x, state)
@@ -378,6 +384,7 @@ class ActorCritic(nn.Module):
         self, feats: Tensor, state: tuple[Tensor, Tensor], dones: Tensor, truncated: Tensor, M: int
     ) -> tuple[Tensor, Tensor]:
         """:meth:`unroll` from the encoded rows ``feats`` on."""
+        assert self.lstm is not None, "unroll is for an LSTM policy"
         T, K = dones.shape
         steps = feats[: T * K].view(T, K, -1)
         finals = feats[T * K + K :]

@@ -83,7 +83,8 @@ class ConvEncoder(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d | nn.Linear):
                 nn.init.orthogonal_(m.weight, gain=math.sqrt(2.0))
-                nn.init.zeros_(m.bias)
+                if m.bias is not None:  # always, as built here
+                    nn.init.zeros_(m.bias)
 
     def forward(self, obs: Tensor) -> Tensor:
         """``[B, C, H, W]`` (``[B, H, W, C]`` if ``channels_last``) -> ``[B, out_features]``."""

@@ -93,7 +93,9 @@ def saved_best_eval(path: Path) -> float:
 
 def rng_state() -> dict[str, Any]:
     """The main process's random generators, in types a ``weights_only`` load accepts."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = np.random.get_state(legacy=True)
+    assert isinstance(state, tuple)  # numpy's global generator is an MT19937
+    name, keys, pos, has_gauss, cached = state
     return {
         "torch": torch.get_rng_state(),
         "numpy": (name, keys.tolist(), pos, has_gauss, cached),

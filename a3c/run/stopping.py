@@ -28,7 +28,7 @@ class Targets:
     """Reads the run's figures against ``--target-return``/``--target-metric`` and keeps
     ``history`` (solved time, best 100-episode mean, the entropy warning) up to date."""
 
-    def __init__(self, cfg: A3CConfig, history: RunHistory, max_entropy: float) -> None:
+    def __init__(self, cfg: A3CConfig, history: RunHistory, max_entropy: float | None) -> None:
         self.target, self.metric = cfg.target_return, cfg.target_metric
         self.history = history
         self.max_entropy = max_entropy

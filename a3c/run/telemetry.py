@@ -40,7 +40,7 @@ def algorithm_metrics() -> tuple[Metric, ...]:
         )
         for m in (*figures, *algo.metrics):
             held = by_name.get(m.name)
-            by_name[m.name] = replace(m, algos=(*(held.algos if held else ()), algo.name))
+            by_name[m.name] = replace(m, algos=(*((held.algos or ()) if held else ()), algo.name))
     return tuple(by_name.values())
 
 
@@ -109,7 +109,7 @@ class RunStats:
     """What the main process knows of the run, folded in from telemetry messages."""
 
     def __init__(self) -> None:
-        self.recent = collections.deque(maxlen=100)
+        self.recent: collections.deque[float] = collections.deque(maxlen=100)
         self.env_steps = 0
         self.episodes = 0
         self.window = np.zeros(len(STATS))

@@ -15,7 +15,7 @@ import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -41,6 +41,7 @@ from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.precision import resolve_amp
 from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
+from hogwild.rundir import RunDir
 
 log = logging.getLogger("a3c.run.trainer")
 
@@ -111,10 +112,12 @@ class A3CRun:
             for name, saved in saved_statistics.items():
                 self.shared.statistics()[name].load(saved, remote=True)
 
-        self.rundir = None
+        self.rundir: RunDir | None = None
         if self.is_main:
             name = f"{cfg.algo}_{cfg.env}_s{cfg.seed}"
-            self.rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
+            rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
+            assert isinstance(rundir, RunDir)  # rank 0's is a real one
+            self.rundir = rundir
 
         self.stats = RunStats()
         self.stats.env_steps = start_steps
@@ -143,15 +146,21 @@ class A3CRun:
         self.t0 = self.last_eval = self.targets.last_progress = time.monotonic()
         self.logger.restart(self.t0, start_steps)
 
+    @property
+    def _dir(self) -> RunDir:
+        """The run folder, for what rank 0 alone does (evaluations, callbacks, checkpoints)."""
+        assert self.rundir is not None, "only rank 0 has the run folder"
+        return self.rundir
+
     def _keep_best(self, source: Path) -> None:
         """A branch from an evaluated checkpoint (best.pt) keeps it as its own best.pt: the
         model that its record's best evaluation names."""
         try:
-            shutil.copyfile(source, self.rundir.path / BEST)
+            shutil.copyfile(source, self._dir.path / BEST)
         except OSError as e:
             self.progress.print(f"warning: {source} not copied into the new run folder: {e}")
 
-    def _restore(self, path: str) -> tuple[Path, int, dict[str, torch.Tensor]]:
+    def _restore(self, path: str) -> tuple[Path | None, int, dict[str, torch.Tensor]]:
         """The shared model, the record and the random generators from ``path``; the run
         folder, the steps taken and the saved statistics (see ``__init__`` for nodes)."""
         ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
@@ -172,7 +181,8 @@ class A3CRun:
             saved.get("decay_start_steps", 0),
             saved.get("decay_start_done", 0.0),
         )
-        run_dir: Path | None = Path(path).parent
+        folder = Path(path).parent
+        run_dir: Path | None = folder
         if Path(path).name != CHECKPOINT:
             # best.pt (or any other): its folder holds a newer run, which a resume from an
             # older checkpoint must not overwrite, so this run branches into a new folder.
@@ -184,7 +194,7 @@ class A3CRun:
             else:  # a copy of a checkpoint.pt: the parent's best is not in this folder
                 self.history.best_eval, self.history.best_eval_step = -math.inf, None
         else:
-            best = saved_best_eval(run_dir / BEST)
+            best = saved_best_eval(folder / BEST)
             self.history.best_eval = max(self.history.best_eval, best)
             self.ignored = [
                 f"--{name.replace('_', '-')} {getattr(self.cfg, name)}"
@@ -235,7 +245,8 @@ class A3CRun:
         """One generation of workers for the whole run; the evaluator starts with it."""
         if last is not None:
             return None
-        cfg = self.cfg
+        cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
+        assert supervisor is not None and pool is not None  # RunLoop.run opened them first
         group = WorkerGroup(
             run_worker,
             (
@@ -246,7 +257,7 @@ class A3CRun:
                     self.shared.optimizer,
                     self.steps.per_worker,
                     self.steps.published,
-                    self.loop.pool,
+                    pool,
                     self.shared.obs_rms,
                     self.shared.return_rms,
                 ),
@@ -256,7 +267,7 @@ class A3CRun:
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
-            on_restart=self.loop.supervisor.restarted,
+            on_restart=supervisor.restarted,
         )
         self.t0 = self.loop.t0
         self.last_eval = self.targets.last_progress = self.t0
@@ -335,7 +346,7 @@ class A3CRun:
         reason = None
         history = self.history
         for step, metrics, snapshot in self.evaluator.collect(ready):
-            self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
+            self._dir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
             score = metrics["mean_return"]
             if score > history.best_eval and snapshot is None:
                 # Its snapshot was dropped: keep the old best.pt and its record, rather
@@ -343,7 +354,7 @@ class A3CRun:
                 log.warning("no snapshot kept for the evaluation at step %d", step)
             elif score > history.best_eval:
                 state = self.checkpoint_state(snapshot, eval_mean_return=score)
-                if self.loop.save_checkpoint(state, self.rundir.path / BEST) is not None:
+                if self.loop.save_checkpoint(state, self._dir.path / BEST) is not None:
                     history.best_eval, history.best_eval_step = score, step
             reason = self.targets.eval_reason(score) or reason
             if not self._call_back("eval", now, eval_mean_return=score):
@@ -366,8 +377,9 @@ class A3CRun:
         steps = self.steps.total
         if not self.targets.solved_now(self.stats, self._run_seconds(now), steps, now):
             return None
-        if self.rundir is not None:
-            self.rundir.scalar("charts/solved_at_seconds", self.history.solved_at.seconds, steps)
+        solved = self.history.solved_at  # set by solved_now
+        if self.rundir is not None and solved is not None:
+            self.rundir.scalar("charts/solved_at_seconds", solved.seconds, steps)
         return self.targets.train_reason(self.stats)
 
     def _log(self, now: float) -> str | None:
@@ -387,7 +399,7 @@ class A3CRun:
 
     def _call_back(
         self,
-        kind: str,
+        kind: Literal["log", "eval", "end"],
         now: float,
         stats: dict[str, float] | None = None,
         eval_mean_return: float | None = None,
@@ -406,8 +418,8 @@ class A3CRun:
             eval_mean_return=eval_mean_return,
             best_eval=finite_or_none(history.best_eval),
             stats=dict(stats or {}),
-            run_dir=self.rundir.path,
-            _writer=self.rundir.scalar,
+            run_dir=self._dir.path,
+            _writer=self._dir.scalar,
         )
         try:
             return self.logger.call_back(event)
@@ -435,7 +447,7 @@ class A3CRun:
         self.history.episodes = self.stats.episodes
         return {
             **self.shared.state(),
-            "config": self.rundir.config,
+            "config": self._dir.config,
             "env_id": self.cfg.env,
             "env_kwargs": self.cfg.env_options(),
             "env_steps": self.steps.total,

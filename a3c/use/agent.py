@@ -181,7 +181,7 @@ def load(path: str | Path, env: str | None = None) -> Policy:
 
 def _adapters_of(env: gym.Env) -> tuple[list[gym.Wrapper], gym.Env]:
     """The adapter wrappers on top of ``env`` (outermost first) and the env beneath them."""
-    chain = []
+    chain: list[gym.Wrapper] = []
     while isinstance(env, ADAPTERS):
         chain.append(env)
         env = env.env

@@ -63,7 +63,8 @@ def play_episodes(
     """``episodes`` episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``, or on a fresh
     ``make_env(env_id, scoring=True, **env_kwargs)``, each cut at :func:`episode_cap`."""
     own_env = env is None
-    env = make_env(env_id, scoring=True, **(env_kwargs or {})) if own_env else env
+    if env is None:
+        env = make_env(env_id, scoring=True, **(env_kwargs or {}))
     returns = np.zeros(episodes)
     lengths = np.zeros(episodes, dtype=np.int64)
     capped = np.zeros(episodes, dtype=bool)

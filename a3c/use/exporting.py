@@ -116,6 +116,7 @@ def _onnx(graph: ActingGraph, meta: str) -> bytes:
         dynamo=True,
         verbose=False,
     )
+    assert program is not None  # dynamo=True always returns one
     program.model.metadata_props["policy.json"] = meta
     return program.model_proto.SerializeToString()
 

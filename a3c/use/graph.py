@@ -35,6 +35,8 @@ from a3c.policy.distributions import ActionDistribution, Categorical, DiagGaussi
 from hogwild.errors import UsageError
 
 Obs = Tensor | dict[str, Any] | tuple[Any, ...]
+#: One observation adapter's torch twin: from a tensor (or a dict/tuple of them) to a tensor.
+ObsStep = Callable[[Any], Tensor]
 
 
 class ActingGraph(nn.Module):
@@ -45,6 +47,9 @@ class ActingGraph(nn.Module):
     ``log_std`` (before clipping or squashing). ``obs`` is a batch of the env's own
     observations: one tensor, or for ``Dict``/``Tuple`` spaces a dict/tuple of them.
     """
+
+    low: Tensor  # buffers, registered when actions are clipped or squashed
+    high: Tensor
 
     def __init__(
         self,
@@ -71,17 +76,20 @@ class ActingGraph(nn.Module):
             self.register_buffer("high", torch.as_tensor(dist.high))
 
     def forward(self, obs: Obs, h: Tensor | None = None, c: Tensor | None = None) -> Any:
-        x = obs
+        x: Any = obs  # a tensor once the adapters have flattened a dict or tuple
         for step in self.obs_steps:
             x = step(x)
         if not self.model.spec.image:
             x = x.to(torch.float32)
         if self.model.recurrent:
+            assert h is not None and c is not None, "an LSTM policy's graph takes (obs, h, c)"
             pi, (h, c) = self.model.pi_recurrent(x, (h, c))
         else:
             pi = self.model.pi(x)
         dist = self.model.dist
-        out = [self._to_env(dist.greedy(pi) if self.greedy else _draw(dist, pi))]
+        out: list[Tensor | None] = [
+            self._to_env(dist.greedy(pi) if self.greedy else _draw(dist, pi))
+        ]
         if not self.greedy:
             out += [pi, dist.log_std.expand_as(pi)] if isinstance(dist, DiagGaussian) else [pi]
         if self.model.recurrent:
@@ -146,7 +154,7 @@ def _one_hot(i: Tensor, n: int) -> Tensor:
     return (i.unsqueeze(-1) == torch.arange(n)).to(torch.float32)
 
 
-def _flatten(space: spaces.Space) -> Callable[[Obs], Tensor]:
+def _flatten(space: spaces.Space) -> ObsStep:
     """A batched torch twin of ``gymnasium.spaces.flatten`` for ``space``, as ``float32``."""
     if isinstance(space, spaces.Dict):
         parts = {key: _flatten(s) for key, s in space.spaces.items()}
@@ -168,7 +176,7 @@ def _flatten(space: spaces.Space) -> Callable[[Obs], Tensor]:
     return lambda x: x.flatten(1).to(torch.float32)  # Box, MultiBinary
 
 
-def _obs_step(wrapper: gym.ObservationWrapper) -> Callable[[Obs], Tensor]:
+def _obs_step(wrapper: gym.ObservationWrapper) -> ObsStep:
     """A batched torch twin of one observation adapter (its ``observation``)."""
     if isinstance(wrapper, FlattenObservation):
         return _flatten(wrapper.env.observation_space)
@@ -189,11 +197,11 @@ def _act_step(wrapper: gym.ActionWrapper) -> Callable[[Tensor], Tensor]:
         start = int(wrapper._start)
         return lambda a: a + start
     if isinstance(wrapper, FlatMultiDiscrete):
-        shape, start = wrapper._shape, torch.as_tensor(wrapper._start)
-        return lambda a: a.reshape(-1, *shape) + start
+        shape, offset = wrapper._shape, torch.as_tensor(wrapper._start)
+        return lambda a: a.reshape(-1, *shape) + offset
     if isinstance(wrapper, FlatActions):
-        shape, dtype = wrapper._shape, torch.from_numpy(np.zeros(0, wrapper._dtype)).dtype
-        return lambda a: a.reshape(-1, *shape).to(dtype)
+        flat_shape, dtype = wrapper._shape, torch.from_numpy(np.zeros(0, wrapper._dtype)).dtype
+        return lambda a: a.reshape(-1, *flat_shape).to(dtype)
     raise UsageError(f"export: no torch version of the adapter {type(wrapper).__name__}")
 
 

@@ -24,6 +24,7 @@ CHECKPOINT_FORMAT = "hogwild-mnist"
 def load_resume(cfg: MnistConfig) -> dict[str, Any]:
     """The ``--resume`` checkpoint, checked against this run's mode, model and optimizer."""
     path = cfg.resume
+    assert path is not None, "load_resume is for --resume"
     try:
         ck = load_checkpoint(path, required=("format", "model", "optimizers", "epoch", "config"))
     except UsageError:

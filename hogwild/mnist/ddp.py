@@ -115,6 +115,7 @@ def train_ddp(cfg: MnistConfig, out: Any = None) -> MnistResult:
 def _resume_state(cfg: MnistConfig) -> dict[str, Any]:
     """The checkpoint's weights and optimizer state, checked here (one line, exit 2) so that
     the ranks only load what is known to fit."""
+    assert cfg.resume is not None, "_resume_state is for --resume"
     ck = load_resume(cfg)
     model = build_model(cfg.model)
     optimizer = make_torch_optimizer(cfg, model.parameters())

@@ -16,12 +16,12 @@ import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import DistributedSampler
+from torch.utils.data import Dataset, DistributedSampler
 
 from hogwild.mnist.checkpoints import save_run_checkpoint
 from hogwild.mnist.config import MnistConfig, epoch_lr
@@ -141,7 +141,8 @@ class _Rank:
         if self.nhwc:
             # Channels-last weights too, so that their gradients have the layout of DDP's
             # buckets (it warns otherwise); as fast as hogwild mode's NCHW weights here.
-            model = model.to(memory_format=torch.channels_last)
+            # torch's own overloads of Module.to leave out its memory_format argument.
+            model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         # DDP broadcasts rank 0's weights at construction, so all ranks start alike.
         self.model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
@@ -152,8 +153,8 @@ class _Rank:
             self.optimizer.load_state_dict(state["optimizer"])
             if state.get("scaler") and self.precision.scaler is not None:
                 self.precision.scaler.load_state_dict(state["scaler"])
-        self.sampler = DistributedSampler(
-            range(data.train_images.shape[0]),
+        self.sampler: DistributedSampler[int] = DistributedSampler(
+            cast("Dataset[int]", range(data.train_images.shape[0])),  # only its len() is read
             num_replicas=cfg.workers,
             rank=rank,
             shuffle=True,
@@ -321,7 +322,7 @@ class _Rank:
         self._save_checkpoint(epoch, final)
         return final
 
-    def _save_checkpoint(self, epoch: int, final: EpochScore | None) -> Path:
+    def _save_checkpoint(self, epoch: int, final: EpochScore | None) -> Path | None:
         """The one torch.optim state is identical on every rank: rank 0's is saved. So is
         each rank's fp16 GradScaler: they all see the same all-reduced gradients, so they
         skip the same steps and hold the same scale."""

@@ -198,11 +198,13 @@ class MnistRun:
             self.epoch += 1
             self.final = self._end_epoch(self.epoch, last.seconds)
             if self._target_reached(self.epoch, self.final):
-                return self._last()
+                self._last()
+                return None
         if loop.reason == ANOTHER_NODE:
             self._print("another node was asked to stop: stopping")
         if (last is not None and not last.completed) or self.epoch >= cfg.epochs or loop.stopping:
-            return self._last()
+            self._last()
+            return None
         return self._generation(self.epoch)
 
     def _last(self) -> None:
@@ -211,7 +213,8 @@ class MnistRun:
 
     def _generation(self, epoch: int) -> WorkerGroup:
         """One generation of workers: each trains on its shard of this epoch's shuffle."""
-        cfg = self.cfg
+        cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
+        assert supervisor is not None and pool is not None  # RunLoop.run opened them first
         plan = EpochPlan(
             epoch=epoch,
             shuffle_seed=cfg.seed * 1_000_003 + epoch,
@@ -231,7 +234,7 @@ class MnistRun:
             (
                 self.model,
                 self.optimizers,
-                self.loop.pool,
+                pool,
                 self.data.train_images,
                 self.data.train_labels,
                 plan,
@@ -241,7 +244,7 @@ class MnistRun:
             num_threads=cfg.threads_per_worker,
             start_method=cfg.start_method,
             policy=self.policy,
-            on_restart=self.loop.supervisor.restarted,
+            on_restart=supervisor.restarted,
         )
         self.count.new_epoch()
         self._epoch = epoch

@@ -114,5 +114,6 @@ class Targets:
             f"warning: for {now - self.flat_since:.0f} s the value net has given every"
             " observation the same value (explained variance 0) while the returns varied:"
             " a layer has likely died (no ReLU unit positive on any input) and the run will"
-            " not learn any more; start it again (another --seed, a lower --lr)"
+            " not learn any more (charts/dead_units says how much of the first conv layer);"
+            " start it again (another --seed, a lower --lr, or --center-frames on images)"
         )

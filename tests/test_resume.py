@@ -43,6 +43,32 @@ def cartpole(tmp_path, **kw) -> A3CConfig:
     return A3CConfig(**{**settings, **kw})
 
 
+def copied_run(run, tmp_path):
+    """A copy of ``run``'s checkpoint.pt, best.pt and config.json in its own folder."""
+    copy = tmp_path / "run"
+    copy.mkdir()
+    for name in ("checkpoint.pt", "best.pt", "config.json"):
+        (copy / name).write_bytes((run / name).read_bytes())
+    return copy
+
+
+def resumed_scoring_short(logdir, checkpoint):
+    """A resume of ``checkpoint`` whose evaluations score episodes cut at SHORT_EPISODE
+    steps (worse than any real score), stopping at its first evaluation."""
+    return train(
+        cartpole(
+            logdir,
+            total_steps=10_000_000,
+            env_kwargs={"max_episode_steps": SHORT_EPISODE},
+            eval_interval=0.5,
+            eval_episodes=2,
+            target_metric="eval",
+            target_return=1.0,
+            resume=str(checkpoint),
+        )
+    )
+
+
 @pytest.fixture(scope="module")
 def evaluated_run(tmp_path_factory):
     """A short run that ends at its first evaluation, with a full 100-episode window."""
@@ -99,22 +125,8 @@ def test_a_poor_evaluation_after_resume_keeps_the_better_best(evaluated_run, tmp
     assert best_before["eval_mean_return"] == evaluated_run.best_eval >= 8
     # The resumed run's evaluations score episodes cut at SHORT_EPISODE steps: worse
     # than the saved best, and it stops at its first one.
-    copy = tmp_path / "run"
-    copy.mkdir()
-    for name in ("checkpoint.pt", "best.pt", "config.json"):
-        (copy / name).write_bytes((run / name).read_bytes())
-    r = train(
-        cartpole(
-            tmp_path,
-            total_steps=10_000_000,
-            env_kwargs={"max_episode_steps": SHORT_EPISODE},
-            eval_interval=0.5,
-            eval_episodes=2,
-            target_metric="eval",
-            target_return=1.0,
-            resume=str(copy / "checkpoint.pt"),
-        )
-    )
+    copy = copied_run(run, tmp_path)
+    r = resumed_scoring_short(tmp_path, copy / "checkpoint.pt")
     assert r.exit_code == 0
     best_after = load_checkpoint(copy / "best.pt")
     assert best_after["eval_mean_return"] == best_before["eval_mean_return"]
@@ -127,10 +139,7 @@ def test_a_resume_from_best_pt_branches_into_a_new_run_folder(evaluated_run, tmp
     """The newer run beside best.pt is not overwritten: its checkpoint.pt, events and best.pt
     stay as they were; the branch records where it came from and keeps best.pt's model."""
     run = evaluated_run.run_dir
-    copy = tmp_path / "run"
-    copy.mkdir()
-    for name in ("checkpoint.pt", "best.pt", "config.json"):
-        (copy / name).write_bytes((run / name).read_bytes())
+    copy = copied_run(run, tmp_path)
     before = {f.name: f.read_bytes() for f in copy.iterdir()}
     best = load_checkpoint(copy / "best.pt")
     logdir = tmp_path / "runs"
@@ -403,18 +412,7 @@ def test_a_branch_from_a_renamed_checkpoint_writes_its_own_best(evaluated_run, t
     snapshot = tmp_path / "snap_40k.pt"
     snapshot.write_bytes((evaluated_run.run_dir / "checkpoint.pt").read_bytes())
     assert load_checkpoint(snapshot)["history"]["best_eval"] == evaluated_run.best_eval >= 8
-    r = train(
-        cartpole(
-            tmp_path / "runs",
-            total_steps=10_000_000,
-            env_kwargs={"max_episode_steps": SHORT_EPISODE},
-            eval_interval=0.5,
-            eval_episodes=2,
-            target_metric="eval",
-            target_return=1.0,
-            resume=str(snapshot),
-        )
-    )
+    r = resumed_scoring_short(tmp_path / "runs", snapshot)
     assert r.exit_code == 0
     best = load_checkpoint(r.run_dir / "best.pt")
     assert best["eval_mean_return"] == r.best_eval <= SHORT_EPISODE
@@ -422,10 +420,7 @@ def test_a_branch_from_a_renamed_checkpoint_writes_its_own_best(evaluated_run, t
 
 
 def test_a_resume_in_place_says_it_ignores_logdir_and_run_name(evaluated_run, tmp_path, capsys):
-    copy = tmp_path / "run"
-    copy.mkdir()
-    for name in ("checkpoint.pt", "best.pt", "config.json"):
-        (copy / name).write_bytes((evaluated_run.run_dir / name).read_bytes())
+    copy = copied_run(evaluated_run.run_dir, tmp_path)
     steps = load_checkpoint(copy / "checkpoint.pt")["env_steps"]
     elsewhere = tmp_path / "elsewhere"
     code = train_main(

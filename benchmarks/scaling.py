@@ -23,8 +23,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import math
+import multiprocessing as mp
 import os
+import queue
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -52,7 +55,8 @@ from hogwild.optim import OPTIMIZERS
 from hogwild.pool import BufferPool
 
 CORES = (2, 4, 8, 16, 32)
-THREADS = (1, 2, 4)
+THREADS = (1, 2, 4, 8, 16)
+START_S = 120.0  # for a process to build its envs and model
 ROUND_S = 0.2  # each round of a figure makes enough calls to take at least this long
 
 ASSUMED = """\
@@ -79,6 +83,7 @@ class Costs:
     act: float
     learn: dict[int, float]  # by torch threads
     learn_cuda: float | None
+    learn_cuda_bf16: float | None
     publish: float
     publish_cuda: float | None
     handoff: float
@@ -200,18 +205,19 @@ def measure(cfg: A3CConfig, rounds: int, threads: list[int]) -> Costs:
         learn[t] = learn_us(cfg, spec, r, rounds, "cpu")
     torch.set_num_threads(1)
     flat = flatten_parameters(model)
-    learn_cuda = publish_cuda = None
+    learn_cuda = learn_cuda_bf16 = publish_cuda = None
     no_cuda = "torch.cuda.is_available() is False here"
     if torch.cuda.is_available():
         try:
             learn_cuda = learn_us(cfg, spec, r, rounds, "cuda")
+            learn_cuda_bf16 = learn_us(replace(cfg, amp="bf16"), spec, r, rounds, "cuda")
             publish_cuda = publish_us(flat.cuda(), rounds)
         except RuntimeError as e:  # the learner was written for CPU: say where it fails
             no_cuda = f"the learner failed on CUDA: {str(e).splitlines()[0]}"
     updates = cfg.epochs * cfg.minibatches if algo.minibatched else 1
     return Costs(
-        collect, env, act, learn, learn_cuda, publish_us(flat, rounds), publish_cuda,
-        handoff_us(r, rounds), samples, updates, flat.numel(), no_cuda,
+        collect, env, act, learn, learn_cuda, learn_cuda_bf16, publish_us(flat, rounds),
+        publish_cuda, handoff_us(r, rounds), samples, updates, flat.numel(), no_cuda,
     )  # fmt: skip
 
 
@@ -262,7 +268,9 @@ def report(cfg: A3CConfig, c: Costs) -> None:
     mb = c.params * 4 / 2**20
     learn = "; ".join(f"{t} thread{'s' * (t > 1)} {us:.1f} µs" for t, us in c.learn.items())
     speedups = ", ".join(f"x{c.learn[1] / us:.2f} at {t}" for t, us in c.learn.items() if t > 1)
-    cuda = f"{c.learn_cuda:.1f} µs" if c.learn_cuda is not None else "not measured here"
+    cuda = "not measured here"
+    if c.learn_cuda is not None:
+        cuda = f"{c.learn_cuda:.1f} µs, under bf16 autocast {c.learn_cuda_bf16:.1f} µs"
     print("\n| part | measured |\n|---|---|")
     print(
         f"| acting, one worker's loop per agent step ({cfg.envs_per_worker} envs) "
@@ -296,10 +304,64 @@ def report(cfg: A3CConfig, c: Costs) -> None:
     print(f"\n{ASSUMED}")
 
 
+def _act_for(cfg: A3CConfig, seed: int, seconds: float, start: object, out: object) -> None:
+    """One process's acting loop, as a worker's but learning nothing: agent steps/s."""
+    torch.set_num_threads(1)
+    spec = model_spec(cfg, env_spaces(cfg.env, **cfg.env_options()))
+    model = spec.build()
+    envs = make_vector_env(cfg.env, cfg.envs_per_worker, seed=seed, **cfg.env_options())
+    try:
+        algo = ALGORITHMS[cfg.algo]
+        collector = Collector(envs, model, cfg.n_steps, seed=seed, record=algo.records_behaviour)
+        collector.collect()
+        start.wait(timeout=START_S)  # type: ignore[attr-defined]
+        t0, steps = time.perf_counter(), 0
+        while time.perf_counter() - t0 < seconds:
+            collector.collect()
+            steps += cfg.n_steps * cfg.envs_per_worker
+        out.put(steps / (time.perf_counter() - t0))  # type: ignore[attr-defined]
+    finally:
+        envs.close()
+
+
+def acting_together(cfg: A3CConfig, n: int, seconds: float) -> float:
+    """Agent steps/s of ``n`` processes acting at once (no learning): where shared caches,
+    memory bandwidth and hyperthreads show, which N x one process assumes away."""
+    ctx = mp.get_context("fork")
+    start, out = ctx.Barrier(n + 1), ctx.Queue()
+    procs = [ctx.Process(target=_act_for, args=(cfg, i, seconds, start, out)) for i in range(n)]
+    for proc in procs:
+        proc.start()
+    try:
+        start.wait(timeout=START_S)
+        return sum(out.get(timeout=seconds + START_S) for _ in procs)
+    except (queue.Empty, threading.BrokenBarrierError) as e:
+        raise UsageError(f"acting in {n} processes did not finish: {type(e).__name__}") from e
+    finally:
+        for proc in procs:
+            proc.join(timeout=START_S)
+            if proc.is_alive():
+                proc.kill()
+
+
+def report_together(cfg: A3CConfig, c: Costs, cores: int, seconds: float) -> None:
+    counts = sorted({n for n in (1, 2, cores // 2, cores - 1, cores) if n >= 1})
+    print(f"\nActing in N processes at once ({seconds:.0f} s each, no learning):\n")
+    print("| processes | agent steps/s | per process | of N x one alone (model) |")
+    print("|---|---|---|---|")
+    for n in counts:
+        rate = acting_together(cfg, n, seconds)
+        print(f"| {n} | {rate:,.0f} | {rate / n:,.0f} | {rate / actors(c, n):.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--env", default="PongNoFrameskip-v4")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--together", type=float, default=0.0, metavar="S",
+        help="also act in 1 to all-cores processes at once for S seconds each (0: not)",
+    )  # fmt: skip
     args = parser.parse_args()
     try:
         if args.rounds < 1:
@@ -315,7 +377,10 @@ def main() -> None:
         )
         if load >= 1:
             print("# other work is running: these figures are noisy, those at 2+ threads most")
-        report(cfg, measure(cfg, args.rounds, threads))
+        costs = measure(cfg, args.rounds, threads)
+        report(cfg, costs)
+        if args.together > 0:
+            report_together(cfg, costs, cores, args.together)
     except UsageError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         sys.exit(2)

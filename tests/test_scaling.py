@@ -40,6 +40,7 @@ def test_the_model_takes_the_slower_side_and_the_best_split():
     scaling = _load_scaling()
     c = scaling.Costs(
         collect=100.0, env=60.0, act=30.0, learn={1: 100.0, 2: 50.0}, learn_cuda=None,
+        learn_cuda_bf16=None,
         publish=0.0, publish_cuda=None, handoff=0.0, samples=1, updates=1, params=1,
         no_cuda="none here",
     )  # fmt: skip

@@ -84,7 +84,7 @@ class Learner:
         self.optimizer, self.rank, self.stats = optimizer, rank, stats
         self.algorithm = ALGORITHMS[settings.algo]
         self.grad = attach_flat_grad(model, local)
-        self.precision = Precision(resolve_amp(settings.amp))
+        self.precision = Precision(resolve_amp(settings.amp), local.device.type)
         self.dead = DeadUnits(getattr(model, "first_conv", None))
         figures = (*self.algorithm.figures.names(), *(m.name for m in STEP_FIGURES))
         self._add_figures = stats.adder(figures)

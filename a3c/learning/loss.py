@@ -78,7 +78,7 @@ class A3CSteps:
         self.learner = learner
         self.rollouts_per_step = -(-MIN_BATCH // learner.settings.rollout_samples)
         self.pending = 0  # rollouts whose gradients are in the learner's grad
-        self.pending_figures = torch.zeros(len(A3CFigures.names()))
+        self.pending_figures = torch.zeros(len(A3CFigures.names()), device=learner.local.device)
 
     def __call__(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool | None:
         learner = self.learner

@@ -117,7 +117,7 @@ def ppo_loss(
     else:
         T, k = r.rewards.shape[0], idx.numel()
         h, c = r.state
-        none = torch.zeros(T, k, dtype=torch.bool)  # no bootstrap rows are needed here
+        none = torch.zeros(T, k, dtype=torch.bool, device=r.dones.device)  # no bootstrap rows
         pi, v = model.unroll(
             r.obs[:, idx], (h[idx], c[idx]), r.dones[:, idx], r.next_obs[idx], none,
             r.final_obs[:0],

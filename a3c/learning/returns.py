@@ -187,7 +187,8 @@ def value_fit(pred: Tensor, target: Tensor) -> ValueFit:
     returns) both are 0, never NaN."""
     var = target.var(correction=0)
     if var <= VAR_EPS:
-        return ValueFit(torch.zeros(()), torch.zeros(()))
+        none = torch.zeros((), device=pred.device)
+        return ValueFit(none, none)
     explained = 1.0 - (target - pred).var(correction=0) / var
     flat = pred.var(correction=0) <= FLAT_VALUES * var
     return ValueFit(explained, flat.to(explained.dtype))

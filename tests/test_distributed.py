@@ -198,7 +198,10 @@ def test_a_stop_on_one_node_waits_for_a_slow_node_and_ends_every_node_alike(tmp_
     assert error_lines(err0) == error_lines(err1) == [], err0 + err1
     assert "SIGTERM: stopping workers and saving a checkpoint" in err0
     assert code0 == code1 == 1, err0 + err1  # torchrun's code for a failed trainer
-    assert re.search(r"failed \(exitcode: 143\) local_rank: 0", err1), err1
+    # Node 1's launcher reports its trainer's 143, unless node 0's launcher, which hosts
+    # the rendezvous, left first: then it fails on the lost rendezvous before it reads it.
+    reported = r"failed \(exitcode: 143\) local_rank: 0|RendezvousConnectionError"
+    assert re.search(reported, err1), err1
     assert re.search(r"^another node stopped: \d+ env steps", err1, re.MULTILINE), err1
     (run,) = tmp_path.iterdir()
     assert load_checkpoint(run / "checkpoint.pt")["env_steps"] > 0

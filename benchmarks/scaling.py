@@ -45,13 +45,13 @@ from a3c.learning.normalize import RunningMeanStd
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic, ModelSpec
 from a3c.run.config import A3CConfig
+from a3c.run.decoupled import stored
 from a3c.run.presets import config_for
-from a3c.run.shared_model import model_spec
+from a3c.run.shared_model import make_optimizer, model_spec
 from a3c.run.telemetry import STATS
 from a3c.run.worker import learner_settings
 from hogwild.errors import UsageError
 from hogwild.flat import flatten_parameters
-from hogwild.optim import OPTIMIZERS
 from hogwild.pool import BufferPool
 
 CORES = (2, 4, 8, 16, 32)
@@ -105,8 +105,7 @@ def learner(cfg: A3CConfig, spec: ModelSpec, device: str) -> Learner:
     """A worker's learner on its own parameters (nothing shared to copy from)."""
     model = spec.build().to(device)
     flat = flatten_parameters(model)
-    eps = {} if cfg.optimizer_eps is None else {"eps": cfg.optimizer_eps}
-    optimizer = OPTIMIZERS[cfg.optimizer](flat, lr=cfg.lr, **eps)
+    optimizer = make_optimizer(cfg, flat)
     settings = replace(learner_settings(cfg), target_kl=None)  # every epoch, every time
     return Learner(
         settings, model=model, local=flat, shared=flat, optimizer=optimizer, rank=0,
@@ -137,13 +136,6 @@ def learn_us(cfg: A3CConfig, spec: ModelSpec, r: Rollout, rounds: int, device: s
 def publish_us(flat: Tensor, rounds: int) -> float:
     shared = torch.empty(flat.numel(), dtype=flat.dtype).share_memory_()
     return timed_ms(lambda: shared.copy_(flat), rounds) * 1e3
-
-
-def stored(t: Tensor) -> Tensor:
-    """``t`` in its memory's order (channel-last frames as H, W, C): copied, a memcpy."""
-    if not t.is_contiguous() and t.dim() >= 3 and t.movedim(-3, -1).is_contiguous():
-        return t.movedim(-3, -1)
-    return t
 
 
 def handoff_us(r: Rollout, rounds: int) -> float:

@@ -67,7 +67,9 @@ class Scored(NamedTuple):
 AUTO_CUDA_MIN_PARAMS = 1_000_000
 
 
-def resolve_device(name: str, numel: int | None = None) -> torch.device:
+def resolve_device(
+    name: str, numel: int | None = None, flag: str = "--eval-device"
+) -> torch.device:
     """``auto``: CUDA when available and the model has at least ``AUTO_CUDA_MIN_PARAMS``
     parameters (``numel``; unknown counts as large). Asking for CUDA without one is a usage
     error."""
@@ -75,9 +77,9 @@ def resolve_device(name: str, numel: int | None = None) -> torch.device:
         big = numel is None or numel >= AUTO_CUDA_MIN_PARAMS
         return torch.device("cuda" if big and torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise UsageError("--eval-device cuda: no CUDA device is available (try auto or cpu)")
+        raise UsageError(f"{flag} cuda: no CUDA device is available (try auto or cpu)")
     if name not in ("cpu", "cuda"):
-        raise UsageError(f"--eval-device must be auto, cpu or cuda, not {name!r}")
+        raise UsageError(f"{flag} must be auto, cpu or cuda, not {name!r}")
     return torch.device(name)
 
 

@@ -98,8 +98,8 @@ def test_a_registered_algorithm_runs_logs_tunes_and_presets_with_nothing_else_ch
 
 
 def test_the_flag_takes_the_registered_algorithms_alone():
-    assert tuple(ALGORITHMS) == ("a3c", "appo")
+    assert tuple(ALGORITHMS) == ("a3c", "appo", "ppo")
     for name in ALGORITHMS:
-        assert A3CConfig(algo=name).algo == name
+        assert A3CConfig(algo=name, workers=2).algo == name
     with pytest.raises(UsageError, match="algo"):
         A3CConfig(algo="impala")

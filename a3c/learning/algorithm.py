@@ -65,5 +65,6 @@ class Algorithm:
     normalize_advantage: bool = False  # --normalize-advantage unset
     normalized_over: str = "rollout"  # what its advantages are standardised over
     minibatched: bool = False  # splits a rollout into --minibatches (checked against it)
+    decoupled: bool = False  # one worker learns, the others act (a3c.run.decoupled)
     tuning_space: Mapping[str, Choice | Range] = field(default_factory=dict)  # a3c.tune's
     metrics: tuple[Metric, ...] = ()  # its own counts, beside its figures and the learner's

@@ -7,9 +7,10 @@ update, figures and defaults), one line here, and its preset sub-tables where it
 from __future__ import annotations
 
 from a3c.learning.algorithm import Algorithm
+from a3c.learning.decoupled import PPO
 from a3c.learning.loss import A3C
 from a3c.learning.ppo import APPO
 
 __all__ = ["ALGORITHMS", "Algorithm"]
 
-ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (A3C, APPO)}
+ALGORITHMS: dict[str, Algorithm] = {a.name: a for a in (A3C, APPO, PPO)}

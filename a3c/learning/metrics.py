@@ -13,16 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["MEAN", "SUM", "Metric", "Tally"]
+__all__ = ["MAX", "MEAN", "SUM", "Metric", "Tally"]
 
-MEAN, SUM = "mean per update", "sum"
+MEAN, SUM, MAX = "mean per update", "sum", "max"
 
 
 @dataclass(frozen=True)
 class Metric:
     """A figure workers report: summed in messages, logged as ``tag`` (None: not logged)
-    either per update (``MEAN``, e.g. a loss) or as the log window's total (``SUM``), by
-    the algorithms named in ``algos`` (None: every one)."""
+    either per update (``MEAN``, e.g. a loss) or as the log window's total (``SUM``), or
+    kept as the window's largest (``MAX``: :meth:`Tally.peak`), by the algorithms named in
+    ``algos`` (None: every one)."""
 
     name: str
     tag: str | None
@@ -43,6 +44,11 @@ class Tally:
 
     def add(self, name: str, value: float = 1.0) -> None:
         self.array[self.slot[name]] += value
+
+    def peak(self, name: str, value: float) -> None:
+        """Keep the largest ``value`` since the last message (a ``MAX`` figure)."""
+        i = self.slot[name]
+        self.array[i] = max(self.array[i], value)
 
     def adder(self, names: Sequence[str]) -> Callable[[Sequence[float]], None]:
         """A function that adds its values to ``names``, in their order (one call a step:

@@ -77,7 +77,11 @@ def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behav
     """Call with the weights the rollout was collected with (and their observation
     statistics): the log-probabilities are then exactly those of the actions taken.
     Recorded while acting (``r.log_p``, ``r.values``), they are taken as they are and
-    only the bootstrap rows pass through the model, instead of the whole rollout."""
+    only the bootstrap rows pass through the model, instead of the whole rollout; with
+    its targets too (an actor's, for a decoupled learner), the model is not called."""
+    if r.log_p is not None and r.values is not None and r.advantages is not None:
+        assert r.returns is not None  # computed with the advantages
+        return Behaviour(r.log_p, r.values, r.advantages, r.returns, value_fit(r.values, r.returns))
     if r.log_p is not None and r.values is not None:
         log_p, v = r.log_p, r.values
         adv, ret = gae_targets(r, v, model.value(torch.cat((r.next_obs, r.final_obs))), gamma, lam)

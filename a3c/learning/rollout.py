@@ -29,3 +29,6 @@ class Rollout:
     # What the acting policy said, when recorded while acting (APPO's behaviour):
     log_p: Tensor | None = None  # [T, K] log-probabilities of the actions taken
     values: Tensor | None = None  # [T, K]
+    # Its GAE targets, when the actor computed them (a decoupled learner gets no final_obs):
+    advantages: Tensor | None = None  # [T, K]
+    returns: Tensor | None = None  # [T, K]

@@ -21,7 +21,8 @@ from hogwild.precision import check_amp
 
 RUN = "run"
 ALGO = "algorithm"
-PPO = "asynchronous PPO (--algo appo)"
+PPO = "PPO (--algo appo, ppo)"
+DECOUPLED = "decoupled PPO (--algo ppo)"
 NET = "network"
 LOG = "evaluation and logging"
 
@@ -159,41 +160,64 @@ class A3CConfig(EngineConfig):
         True, "normalise observations by their running mean and std", group=ALGO
     )
     normalize_advantage: bool | None = setting(None, _normalize_advantage_help(), group=ALGO)
-    epochs: int = setting(4, "appo: passes over each rollout", group=PPO, min=1)
+    epochs: int = setting(4, "appo, ppo: passes over each rollout", group=PPO, min=1)
     minibatches: int = setting(
         4,
-        "appo: steps per pass; a recurrent policy keeps each env's sequence whole, so "
+        "appo, ppo: steps per pass; a recurrent policy keeps each env's sequence whole, so "
         "at most --envs-per-worker",
         group=PPO,
         min=1,
     )
     clip_range: float = setting(
-        0.2, "appo: clip the probability ratio to 1 +- this", group=PPO, above=0
+        0.2, "appo, ppo: clip the probability ratio to 1 +- this", group=PPO, above=0
     )
     clip_range_final: float | None = setting(
         None,
-        "appo: decay --clip-range linearly to this at --total-steps (none: constant)",
+        "appo, ppo: decay --clip-range linearly to this at --total-steps (none: constant)",
         group=PPO,
         above=0,
     )
     clip_range_vf: float | None = setting(
         None,
-        "appo: clip the value's move from the acting policy's value to +- this (none: no clipping)",
+        "appo, ppo: clip the value's move from the acting policy's value to +- this (none: "
+        "no clipping)",
         group=PPO,
         above=0,
     )
     target_kl: float | None = setting(
         None,
-        "appo: a worker stops the epochs on a rollout once a minibatch's approximate KL "
+        "appo, ppo: a worker stops the epochs on a rollout once a minibatch's approximate KL "
         "exceeds 1.5 x this (none: never)",
         group=PPO,
         above=0,
     )
     recompute_advantages: bool = setting(
         False,
-        "appo: recompute the advantages and returns with the current value function before "
+        "appo, ppo: recompute the advantages and returns with the current value function before "
         "every epoch after the first",
         group=PPO,
+    )
+    learner_device: str = setting(
+        "auto",
+        "where the learning worker learns; auto: cuda for a conv net where CUDA is present "
+        "(Pong's learner took 110 us a sample on an H200, 309 on 16 CPU threads), else cpu "
+        "(Hopper's MLP learner was 3x slower on CUDA than on one CPU thread)",
+        group=DECOUPLED,
+        choices=("auto", "cpu", "cuda"),
+    )
+    learner_threads: int = setting(
+        1,
+        "torch threads of a learner on the CPU, beside the actors' (Pong's learner: x3.0 at "
+        "4 threads, x4.5 at 8 on 16 cores; an MLP's gained nothing)",
+        group=DECOUPLED,
+        min=1,
+    )
+    max_policy_lag: int = setting(
+        1000,
+        "drop a rollout whose weights are more than this many updates older than the "
+        "learner's when it comes to learn from it (Sample Factory's default)",
+        group=DECOUPLED,
+        min=0,
     )
     hidden: tuple[int, ...] = setting(
         (128, 128), "MLP layer sizes (vector observations)", group=NET, min=1, metavar="SIZES"
@@ -292,7 +316,17 @@ class A3CConfig(EngineConfig):
             raise UsageError(
                 "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"
             )
-        if not ALGORITHMS[self.algo].minibatched:
+        algo = ALGORITHMS[self.algo]
+        if algo.decoupled and self.workers < 2:
+            raise UsageError(
+                f"--algo {self.algo} needs --workers 2 or more: one learns, the others act"
+            )
+        if algo.decoupled and self.recompute_advantages:
+            raise UsageError(
+                f"--recompute-advantages: --algo {self.algo}'s learner gets its targets from "
+                "the actors, with no final observations to recompute them from"
+            )
+        if not algo.minibatched:
             return
         samples = self.n_steps * self.envs_per_worker
         if self.policy == "lstm" and self.minibatches > self.envs_per_worker:

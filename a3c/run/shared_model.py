@@ -16,7 +16,13 @@ from a3c.run.config import A3CConfig
 from hogwild.errors import UsageError
 from hogwild.evaluator import Snapshot
 from hogwild.flat import flatten_buffers, flatten_parameters
-from hogwild.optim import OPTIMIZERS
+from hogwild.optim import OPTIMIZERS, SharedOptimizer
+
+
+def make_optimizer(cfg: A3CConfig, flat: torch.Tensor, workers: int = 1) -> SharedOptimizer:
+    """The run's optimizer (``--optimizer``, its rate and epsilon) over ``flat``."""
+    eps = {} if cfg.optimizer_eps is None else {"eps": cfg.optimizer_eps}
+    return OPTIMIZERS[cfg.optimizer](flat, lr=cfg.lr, num_workers=workers, **eps)
 
 
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
@@ -62,9 +68,7 @@ class SharedModel:
         self.model = self.spec.build()
         self.flat = flatten_parameters(self.model)
         self.buffers = flatten_buffers(self.model)
-        eps = {} if cfg.optimizer_eps is None else {"eps": cfg.optimizer_eps}
-        optimizer = OPTIMIZERS[cfg.optimizer]
-        self.optimizer = optimizer(self.flat, lr=cfg.lr, num_workers=cfg.workers, **eps)
+        self.optimizer = make_optimizer(cfg, self.flat, cfg.workers)
 
     def statistics(self) -> dict[str, RunningMeanStd]:
         """The running statistics in use, by the names checkpoints give them."""

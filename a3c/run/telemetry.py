@@ -16,7 +16,7 @@ import torch
 
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.learner import COUNTS, STEP_FIGURES
-from a3c.learning.metrics import MEAN, SUM, Metric, Tally
+from a3c.learning.metrics import MAX, MEAN, SUM, Metric, Tally
 from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
@@ -58,6 +58,8 @@ if len(set(STATS)) < len(STATS):  # a figure would be summed into another's slot
     raise ValueError(f"a worker's figures share names: {STATS}")
 #: A figure's place in a message, by name.
 STAT = {name: i for i, name in enumerate(STATS)}
+#: The slots kept as the largest value, not summed.
+PEAKS = np.array([i for i, m in enumerate(METRICS) if m.logged == MAX], dtype=np.int64)
 MAX_EPISODES = 256
 SEND_EVERY_S = 0.05
 
@@ -118,7 +120,9 @@ class RunStats:
 
     def add(self, buf: dict[str, torch.Tensor]) -> None:
         stats = buf["stats"].numpy()
+        peaks = np.maximum(self.window[PEAKS], stats[PEAKS])
         self.window += stats
+        self.window[PEAKS] = peaks
         self.env_steps += int(stats[STAT["env_steps"]])
         n = int(buf["n_episodes"])
         if n:
@@ -155,7 +159,7 @@ def write_logs(
             for i, m in enumerate(METRICS)
             if m.tag is not None
             and (m.algos is None or algo in m.algos)
-            and (n > 0 or m.logged == SUM)
+            and (n > 0 or m.logged != MEAN)
         }
         scalars["perf/env_steps_per_sec"] = steps / dt
         scalars["perf/updates_per_sec"] = n / dt

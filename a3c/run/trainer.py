@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import multiprocessing as mp
 import shutil
 import time
 from collections.abc import Sequence
@@ -22,9 +23,11 @@ import numpy as np
 import torch
 
 from a3c.envs import env_spaces
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.schedules import decay_done
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
+from a3c.run.decoupled import ROLLOUT_SLOTS, learner_device, rollout_layout, run_decoupled
 from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers
 from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
@@ -38,6 +41,7 @@ from hogwild.checkpoint import load_checkpoint
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
+from hogwild.pool import BufferPool
 from hogwild.precision import resolve_amp
 from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
@@ -80,6 +84,8 @@ class A3CRun:
         cfg.start_method = resolve_start_method(cfg.start_method)
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model
+        self.learner_device = learner_device(cfg, self.spec)
+        self.rollouts: BufferPool | None = None  # a decoupled algorithm's, actors to learner
         start_steps, self.elapsed_before, run_dir = 0, 0.0, None
         self.history = RunHistory()
         saved_statistics: dict[str, torch.Tensor] = {}
@@ -236,7 +242,11 @@ class A3CRun:
                 "--amp auto: learning in bf16" if native
                 else "--amp auto: learning in fp32 (this CPU has no bf16 instructions)"
             )  # fmt: skip
-        self.loop.run(self)
+        try:
+            self.loop.run(self)
+        finally:
+            if self.rollouts is not None:
+                self.rollouts.close()
         if self.callback_error is not None:
             raise self.callback_error
         return self.result
@@ -247,8 +257,21 @@ class A3CRun:
             return None
         cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
         assert supervisor is not None and pool is not None  # RunLoop.run opened them first
+        target, on_failure, start_method = run_worker, cfg.on_worker_failure, cfg.start_method
+        if ALGORITHMS[cfg.algo].decoupled:
+            # A restarted actor could not get its slots back from the learner's side of
+            # the pool, nor a learner its CUDA state: a failure stops the run, with a
+            # checkpoint. CUDA does not survive fork.
+            target, on_failure = run_decoupled, "abort"
+            start_method = "spawn" if self.learner_device == "cuda" else start_method
+            self.rollouts = BufferPool(
+                rollout_layout(self.model, cfg.n_steps, cfg.envs_per_worker),
+                producers=cfg.workers - 1,
+                slots=ROLLOUT_SLOTS,
+                ctx=mp.get_context(start_method),
+            )
         group = WorkerGroup(
-            run_worker,
+            target,
             (
                 cfg,
                 SharedRun(
@@ -260,13 +283,15 @@ class A3CRun:
                     pool,
                     self.shared.obs_rms,
                     self.shared.return_rms,
+                    self.rollouts,
+                    self.learner_device,
                 ),
             ),
             cfg.workers,
             worker_seed(cfg.seed, self.rank, self.steps.start),
             num_threads=cfg.threads_per_worker,
-            start_method=cfg.start_method,
-            policy=FailurePolicy(cfg.on_worker_failure, cfg.max_restarts),
+            start_method=start_method,
+            policy=FailurePolicy(on_failure, cfg.max_restarts),
             on_restart=supervisor.restarted,
         )
         self.t0 = self.loop.t0

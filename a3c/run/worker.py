@@ -27,7 +27,7 @@ from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
 
-__all__ = ["SharedRun", "learner_settings", "run_worker"]
+__all__ = ["SharedRun", "learner_settings", "run_steps", "run_worker"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,13 @@ class SharedRun:
     pool: BufferPool  # telemetry to the main process
     obs_rms: RunningMeanStd | None = None
     return_rms: RunningMeanStd | None = None
+    rollouts: BufferPool | None = None  # actors to learner, for a decoupled algorithm
+    learner_device: str = "cpu"  # a decoupled algorithm's, resolved
 
 
 def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     spec, shared, optimizer, pool = run.spec, run.params, run.optimizer, run.pool
-    env_steps, global_steps, obs_rms = run.env_steps, run.global_steps, run.obs_rms
+    env_steps, obs_rms = run.env_steps, run.obs_rms
     T, K = cfg.n_steps, cfg.envs_per_worker
     envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
     model = spec.build()
@@ -61,7 +63,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
         return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma,
     )  # fmt: skip
     try:
-        while not ctx.should_stop() and _steps(env_steps, global_steps) < cfg.total_steps:
+        while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
             local.copy_(shared)
             if obs_rms is not None:
                 model.set_obs_stats(*obs_rms.mean_std())
@@ -69,7 +71,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             for ret, length in collector.take_episodes():
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
-            learner.learn(rollout, _steps(env_steps, global_steps))
+            learner.learn(rollout, run_steps(run))
             telemetry.stats.add("env_steps", T * K)
             env_steps[ctx.rank] += T * K
             if obs_rms is not None:
@@ -121,7 +123,7 @@ def learner_settings(cfg: A3CConfig) -> LearnerSettings:
     )
 
 
-def _steps(env_steps: torch.Tensor, global_steps: torch.Tensor) -> int:
+def run_steps(run: SharedRun) -> int:
     """The run's env steps so far, all nodes together: the main process publishes the
     global count; this node's own count is fresher when it is the only node."""
-    return max(int(env_steps.sum()), int(global_steps))
+    return max(int(run.env_steps.sum()), int(run.global_steps))

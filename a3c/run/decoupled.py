@@ -1,0 +1,238 @@
+"""The two roles of a decoupled run (:data:`a3c.learning.decoupled.PPO`): worker 0 learns,
+the others act.
+
+An actor copies the published weights, noting their version (the optimizer's step count),
+collects a rollout, scores it with those weights (log-probabilities, values, GAE targets:
+the learner then needs no final observations) and fills one of its own slots of a
+:class:`~hogwild.pool.BufferPool` with it, as telemetry travels: only the slot's index is
+sent. Two slots each: an actor fills one while the learner reads the other, and waits when
+the learner is behind, which bounds the lag. The learner takes rollouts as they come and
+learns from each with APPO's steps. On the CPU it steps the shared weights in place; on
+CUDA it keeps its own weights and optimizer state there and publishes both into shared
+memory after each rollout, where actors, evaluator and checkpoints read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from a3c.envs import make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.learner import Learner
+from a3c.learning.ppo import behaviour
+from a3c.learning.rollout import Rollout
+from a3c.policy import ActorCritic, ModelSpec
+from a3c.run.config import A3CConfig
+from a3c.run.shared_model import make_optimizer
+from a3c.run.telemetry import WorkerTelemetry
+from a3c.run.worker import SharedRun, learner_settings, run_steps
+from hogwild.evaluator import resolve_device
+from hogwild.flat import flatten_parameters
+from hogwild.optim import SharedOptimizer
+from hogwild.pool import Layout, PoolTimeout, Producer
+from hogwild.procs import WorkerContext
+
+__all__ = ["ROLLOUT_SLOTS", "learner_device", "rollout_layout", "run_decoupled", "stored"]
+
+ROLLOUT_SLOTS = 2  # per actor
+WAIT_S = 0.5  # between stop checks while waiting for a slot or a rollout
+TARGETS = ("log_p", "values", "advantages", "returns")
+STEPS = ("rewards", "terminated", "dones", "truncated")
+
+
+def learner_device(cfg: A3CConfig, spec: ModelSpec) -> str:
+    """``--learner-device``: ``auto`` is CUDA for a conv net where there is one."""
+    if cfg.learner_device == "auto":
+        return "cuda" if spec.image and torch.cuda.is_available() else "cpu"
+    return resolve_device(cfg.learner_device, flag="--learner-device").type
+
+
+def stored(t: Tensor) -> Tensor:
+    """``t`` in its memory's order (channel-last frames as H, W, C), so that copying it is
+    a memcpy; :func:`_frames` turns such a buffer back."""
+    if not t.is_contiguous() and t.dim() >= 3 and t.movedim(-3, -1).is_contiguous():
+        return t.movedim(-3, -1)
+    return t
+
+
+def rollout_layout(model: ActorCritic, T: int, K: int) -> Layout:
+    """One slot: a rollout of ``T`` steps of ``K`` envs, its targets and its version."""
+    obs = stored(model.empty_obs(T, K))
+    dist = model.dist
+    layout: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+        "obs": (tuple(obs.shape), obs.dtype),
+        "next_obs": (tuple(obs.shape[1:]), obs.dtype),
+        "actions": ((T, K, *dist.action_shape), dist.action_dtype),
+        **{name: ((T, K), torch.float32) for name in ("rewards", *TARGETS)},
+        **{name: ((T, K), torch.bool) for name in ("terminated", "dones", "truncated")},
+        "version": ((), torch.int64),
+    }
+    if model.recurrent:
+        for name in ("h", "c"):
+            layout[name] = ((K, model.spec.lstm), torch.float32)
+    return layout
+
+
+def run_decoupled(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
+    (_learn if ctx.rank == 0 else _act)(ctx, cfg, run)
+
+
+def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
+    assert run.rollouts is not None  # made by the trainer for a decoupled algorithm
+    T, K = cfg.n_steps, cfg.envs_per_worker
+    producer = run.rollouts.producer(ctx.rank - 1)
+    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
+    model = run.spec.build()
+    local = flatten_parameters(model)
+    telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
+    collector = Collector(
+        envs, model, T, seed=ctx.seed, record=True, return_rms=run.return_rms,
+        writer=ctx.rank, gamma=cfg.gamma,
+    )  # fmt: skip
+    try:
+        while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
+            version = run.optimizer.total_steps  # read first: the weights are this or newer
+            local.copy_(run.params)
+            if run.obs_rms is not None:
+                model.set_obs_stats(*run.obs_rms.mean_std())
+            rollout = collector.collect()
+            for ret, length in collector.take_episodes():
+                telemetry.returns.append(ret)
+                telemetry.lengths.append(length)
+            scored = behaviour(model, rollout, cfg.gamma, cfg.gae_lambda)
+            if not _hand_over(ctx, producer, rollout, scored.__dict__, version):
+                break
+            telemetry.stats.add("env_steps", T * K)
+            run.env_steps[ctx.rank] += T * K
+            if run.obs_rms is not None:
+                run.obs_rms.add(ctx.rank, rollout.obs.reshape(T * K, -1))
+            if telemetry.due():
+                telemetry.send()
+    finally:
+        envs.close()
+    telemetry.send()
+
+
+def _hand_over(
+    ctx: WorkerContext, producer: Producer, r: Rollout, targets: dict[str, Any], version: int
+) -> bool:
+    """Fill a free slot with the rollout and send it; False if the run stopped first."""
+    while True:
+        try:
+            slot = producer.acquire(timeout=WAIT_S)
+            break
+        except PoolTimeout:
+            if ctx.should_stop():
+                return False
+    try:
+        buf = producer.view(slot)
+        buf["obs"].copy_(stored(r.obs))
+        buf["next_obs"].copy_(stored(r.next_obs))
+        buf["actions"].copy_(r.actions)
+        for name in (*STEPS, *TARGETS):
+            value = targets[name] if name in TARGETS else getattr(r, name)
+            buf[name].copy_(value)
+        buf["version"].fill_(version)
+        if r.state is not None:
+            buf["h"].copy_(r.state[0])
+            buf["c"].copy_(r.state[1])
+    except BaseException:
+        producer.give_back(slot)
+        raise
+    producer.submit(slot)
+    return True
+
+
+@dataclass
+class _Published:
+    """A CUDA learner's weights and optimizer, published into the run's shared ones."""
+
+    local: Tensor
+    optimizer: SharedOptimizer
+    run: SharedRun
+
+    def __call__(self) -> None:
+        shared = self.run.optimizer
+        shared.params.copy_(self.local)
+        for name, t in self.optimizer.state.items():
+            shared.state[name].copy_(t)
+        shared.steps[0] = self.optimizer.total_steps  # last: the version of what is there
+
+
+def _learner(cfg: A3CConfig, run: SharedRun, device: str, stats: Any) -> tuple[Learner, Any]:
+    """The learner on ``device`` and what publishes its weights (nothing on the CPU,
+    where it steps the shared ones)."""
+    model = run.spec.build().to(device)
+    local = flatten_parameters(model)
+    if device == "cpu":
+        optimizer, shared, publish = run.optimizer, run.params, None
+    else:
+        local.copy_(run.params)
+        optimizer = make_optimizer(cfg, local)
+        for name, t in optimizer.state.items():
+            t.copy_(run.optimizer.state[name])
+        optimizer.steps[0] = run.optimizer.total_steps
+        shared, publish = local, _Published(local, optimizer, run)
+    learner = Learner(
+        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
+        rank=0, stats=stats,
+    )  # fmt: skip
+    return learner, publish
+
+
+def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
+    assert run.rollouts is not None
+    rollouts, device = run.rollouts, run.learner_device
+    if device == "cpu":
+        torch.set_num_threads(cfg.learner_threads)
+    telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
+    stats = telemetry.stats
+    learner, publish = _learner(cfg, run, device, stats)
+    frames = learner.model.empty_obs(1, 1)
+    turned = stored(frames) is not frames
+    try:
+        while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
+            slot = rollouts.receive(timeout=WAIT_S)
+            if slot is not None:
+                try:
+                    lag = learner.optimizer.total_steps - int(rollouts.view(slot)["version"])
+                    stats.peak("policy_lag_max", lag)
+                    if lag > cfg.max_policy_lag:
+                        stats.add("stale_rollouts")
+                    else:
+                        updates = stats["updates"]
+                        if run.obs_rms is not None:
+                            learner.model.set_obs_stats(*run.obs_rms.mean_std())
+                        learner.learn(_rollout(rollouts.view(slot), device, turned), run_steps(run))
+                        stats.add("policy_lag", lag * (stats["updates"] - updates))
+                finally:
+                    rollouts.release(slot)
+                if publish is not None:
+                    publish()
+            if telemetry.due():
+                telemetry.send()
+    finally:
+        if publish is not None:
+            publish()
+    telemetry.send()
+
+
+def _rollout(view: dict[str, Tensor], device: str, turned: bool) -> Rollout:
+    """A slot's rollout with its targets on ``device`` (on the CPU: views of the slot);
+    ``turned``: its frames were stored channel-last (:func:`stored`)."""
+    buf = {k: v.to(device, non_blocking=True) for k, v in view.items()}
+    obs, next_obs = buf["obs"], buf["next_obs"]
+    if turned:
+        obs, next_obs = obs.movedim(-1, -3), next_obs.movedim(-1, -3)
+    return Rollout(
+        obs=obs,
+        actions=buf["actions"],
+        **{name: buf[name] for name in (*STEPS, *TARGETS)},
+        next_obs=next_obs,
+        final_obs=next_obs[:0],
+        state=(buf["h"], buf["c"]) if "h" in buf else None,
+    )

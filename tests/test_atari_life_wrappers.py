@@ -1,7 +1,9 @@
-"""EpisodicLife / FireOnReset on a scripted stand-in for an ale-py env (no ROMs needed).
+"""EpisodicLife / FireOnReset / FireOnLifeLoss on a scripted stand-in for an ale-py env
+(no ROMs needed).
 
 Covers what real games make rare: a game that ends inside the wrappers' own reset()
-steps, whose real score must still reach episode_scores.
+steps, whose real score must still reach episode_scores; and the scoring env's FIRE
+after a lost life, whose reward counts, and which game over never gets.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import numpy as np
 from atari_helpers import ScriptedGame
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from a3c.envs.atari import EpisodicLife, FireOnReset
+from a3c.envs.atari import EpisodicLife, FireOnLifeLoss, FireOnReset
 from a3c.envs.episodes import episode_scores
+
+NOOP, FIRE, RIGHT = 0, 1, 2  # ScriptedGame's actions
 
 
 def test_life_loss_is_terminal_and_the_game_goes_on():
@@ -51,3 +55,23 @@ def test_a_game_ending_inside_reset_keeps_its_score():
     assert terminated[0] and "episode" in info and "episode" not in info["final_info"]
     assert found == [(0, 60.0, 6)]
     envs.close()
+
+
+def test_fire_after_a_life_loss_adds_its_reward_and_leaves_game_over_alone():
+    game = ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0})  # FIRE scores 7, the rest 1
+    env = FireOnLifeLoss(game)
+    env.reset()
+    _, reward, terminated, truncated, info = env.step(NOOP)
+    assert (reward, terminated, info) == (1.0, False, {})
+    _, reward, terminated, _, info = env.step(RIGHT)
+    assert reward == 1.0 + 7.0 and not terminated and info["life_lost"]
+    assert game.actions == [NOOP, RIGHT, FIRE]
+    env.step(RIGHT)
+    _, _, terminated, _, info = env.step(RIGHT)  # the last life: game over, no FIRE
+    assert terminated and "life_lost" not in info and game.actions[-1] == RIGHT
+
+    # A game without FIRE: flag only.
+    quiet = FireOnLifeLoss(ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0}), fire=False)
+    quiet.reset()
+    _, reward, _, _, info = quiet.step(RIGHT)
+    assert reward == 1.0 and info["life_lost"] and quiet.env.actions == [RIGHT]

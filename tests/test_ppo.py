@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 from policy_helpers import mlp
-from test_normalize_loss import GAMMA, _hand_targets, _model, _rollout
+from rollout_helpers import GAMMA, _hand_targets, _model, _rollout
 
 from a3c.actions import DiscreteActions
 from a3c.envs import make_vector_env

@@ -1,9 +1,9 @@
-"""Evaluation that always ends (issue 20, items 5, 6 and 8).
+"""a3c.use.evaluation: greedy evaluation always ends.
 
-5: the Atari scoring env presses FIRE after a lost life, so a greedy policy that never
-   picks FIRE cannot stall Breakout until ALE's 108 000-frame cap;
-6: evaluation caps every episode (``--eval-max-steps``) and reports the cut ones;
-8: Atari's ``max_episode_steps`` counts agent steps, not emulator frames.
+Every episode is capped (episode_cap: the env's own limit, else a constant, or
+``--eval-max-steps``) and the cut ones are reported; a recurrent state starts afresh after
+a lost life; on Breakout, where the scoring env presses FIRE after a lost life, a policy
+that never picks FIRE still finishes its game.
 """
 
 from __future__ import annotations
@@ -16,12 +16,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from atari_helpers import ScriptedGame
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from policy_helpers import mlp
 
-from a3c.envs.atari import FireOnLifeLoss
-from a3c.envs.episodes import episode_scores
 from a3c.envs.make import env_spaces, make_env
 from a3c.evaluate import build_parser as evaluate_parser
 from a3c.policy import ModelSpec
@@ -35,14 +31,12 @@ from a3c.use.evaluation import (
 )
 from hogwild.errors import UsageError
 
-NOOP, FIRE, RIGHT, LEFT = 0, 1, 2, 3  # Breakout's and Pong's first actions
+NOOP, RIGHT, LEFT = 0, 2, 3  # Breakout's actions (1 is FIRE)
 BOUNDED = 5_000  # agent steps: a NOOP game of Breakout ends in ~120, ALE's cap is 27 000
-LIMIT = 50  # max_episode_steps for the step-limit tests
-ENDLESS_ID = "EvalDefects/Endless-v0"
+ENDLESS_ID = "Evaluation/Endless-v0"
 CAP = 40  # eval step cap on the endless env
 
 
-# -- stand-ins -----------------------------------------------------------------------------
 class ScriptedPolicy:
     """An ActorCritic's acting surface, choosing from ``actions`` (never FIRE) at random."""
 
@@ -141,17 +135,6 @@ atari = pytest.mark.skipif(
 )
 
 
-def play(env: gym.Env, action: int, seed: int = 0, limit: int = BOUNDED) -> tuple[int, tuple]:
-    """Step ``action`` until the episode ends: (steps, last step); fails past ``limit``."""
-    env.reset(seed=seed)
-    for n in range(1, limit + 1):
-        step = env.step(action)
-        if step[2] or step[3]:
-            return n, step
-    raise AssertionError(f"the episode did not end within {limit} agent steps")
-
-
-# -- 5: FIRE after a lost life in the scoring env ------------------------------------------
 @atari
 def test_a_policy_that_never_fires_still_finishes_a_scored_breakout_game():
     env = Recorder(make_env("BreakoutNoFrameskip-v4", scoring=True))
@@ -164,64 +147,12 @@ def test_a_policy_that_never_fires_still_finishes_a_scored_breakout_game():
 
 
 @atari
-def test_a_noop_game_of_breakout_ends_and_flags_each_lost_life():
-    """NOOP only: FIRE is pressed for every life lost, and each loss is flagged."""
-    env = make_env("BreakoutNoFrameskip-v4", scoring=True)
-    env.reset(seed=0)
-    lives, flags = env.unwrapped.ale.lives(), 0
-    steps = 0
-    terminated = truncated = False
-    while not (terminated or truncated) and steps < BOUNDED:
-        _, _, terminated, truncated, info = env.step(NOOP)
-        flags += bool(info.get("life_lost"))
-        steps += 1
-    env.close()
-    assert terminated and not truncated and info["lives"] == 0 and steps < BOUNDED
-    assert flags == lives - 1  # the last life ends the game instead
-
-
-@atari
 def test_greedy_evaluation_of_an_untrained_model_ends_on_breakout(one_thread):
     spaces = env_spaces("BreakoutNoFrameskip-v4")
     torch.manual_seed(0)
     model = ModelSpec(spaces.obs_shape, spaces.action, obs_dtype=spaces.obs_dtype).build().eval()
     played = play_episodes(model, "BreakoutNoFrameskip-v4", 1, seed=0, max_steps=BOUNDED)
     assert not played.capped[0] and played.lengths[0] < BOUNDED
-
-
-@atari
-def test_the_training_env_is_unchanged():
-    """A life loss still ends the training episode; no FIRE or flag is added there."""
-    env = make_env("BreakoutNoFrameskip-v4", seed=0)
-    wrapper, kinds = env, []
-    while isinstance(wrapper, gym.Wrapper):
-        kinds.append(type(wrapper))
-        wrapper = wrapper.env
-    assert FireOnLifeLoss not in kinds
-    _, (_, _, terminated, _, info) = play(env, NOOP)
-    assert terminated and info["lives"] == env.unwrapped.ale.lives() > 0
-    assert "life_lost" not in info
-    env.close()
-
-
-def test_fire_after_a_life_loss_adds_its_reward_and_leaves_game_over_alone():
-    game = ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0})  # FIRE scores 7, the rest 1
-    env = FireOnLifeLoss(game)
-    env.reset()
-    _, reward, terminated, truncated, info = env.step(NOOP)
-    assert (reward, terminated, info) == (1.0, False, {})
-    _, reward, terminated, _, info = env.step(RIGHT)
-    assert reward == 1.0 + 7.0 and not terminated and info["life_lost"]
-    assert game.actions == [NOOP, RIGHT, FIRE]
-    env.step(RIGHT)
-    _, _, terminated, _, info = env.step(RIGHT)  # the last life: game over, no FIRE
-    assert terminated and "life_lost" not in info and game.actions[-1] == RIGHT
-
-    # A game without FIRE: flag only.
-    quiet = FireOnLifeLoss(ScriptedGame(deadly=(RIGHT,), rewards={FIRE: 7.0}), fire=False)
-    quiet.reset()
-    _, reward, _, _, info = quiet.step(RIGHT)
-    assert reward == 1.0 and info["life_lost"] and quiet.env.actions == [RIGHT]
 
 
 def test_a_recurrent_state_starts_afresh_after_a_lost_life():
@@ -231,7 +162,6 @@ def test_a_recurrent_state_starts_afresh_after_a_lost_life():
     assert model.seen == [0, 1, 2, 0, 1, 2]
 
 
-# -- 6: the evaluator's own step cap -------------------------------------------------------
 def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
     model = mlp(2, 2)
     with caplog.at_level(logging.WARNING, logger="a3c.use.evaluation"):
@@ -280,61 +210,3 @@ def test_eval_max_steps_setting_and_evaluate_flag():
         A3CConfig(eval_max_steps=0)
     assert evaluate_parser().parse_args(["x.pt", "--max-steps", "9"]).max_steps == 9
     assert evaluate_parser().parse_args(["x.pt"]).max_steps is None
-
-
-# -- 8: Atari's max_episode_steps in agent steps -------------------------------------------
-@atari
-@pytest.mark.parametrize("scoring", [False, True])
-def test_atari_max_episode_steps_counts_agent_steps(scoring):
-    env = make_env("PongNoFrameskip-v4", scoring=scoring, max_episode_steps=LIMIT)
-    for seed in (0, 1):  # the second game is counted afresh
-        steps, (_, _, terminated, truncated, info) = play(env, NOOP, seed=seed)
-        assert (steps, terminated, truncated) == (LIMIT, False, True)
-        assert info["episode"]["l"] >= 4 * LIMIT  # the real game's frames
-        assert info["episode"]["r"] <= 0  # Pong: NOOP never scores
-    env.close()
-
-
-@atari
-def test_the_limit_counts_the_game_across_lives_and_then_resets_it():
-    """Training Breakout: each life is an episode; the limit counts the whole game."""
-    env = make_env("BreakoutNoFrameskip-v4", max_episode_steps=LIMIT)
-    env.reset(seed=0)
-    steps = life_episodes = 0
-    while True:
-        _, _, terminated, truncated, info = env.step(NOOP)
-        steps += 1
-        if truncated:
-            break
-        if terminated:
-            life_episodes += 1
-            env.reset()
-    assert steps == LIMIT and life_episodes >= 1  # a NOOP life lasts ~25 steps
-    assert "episode" in info and info["lives"] > 0
-    env.reset()
-    assert env.unwrapped.ale.lives() == 5  # a new game, not the next life
-    env.close()
-
-
-@atari
-def test_a_truncated_game_reports_its_score_in_a_vector_env():
-    envs = SyncVectorEnv(
-        [lambda: make_env("PongNoFrameskip-v4", max_episode_steps=LIMIT)],
-        autoreset_mode=AutoresetMode.SAME_STEP,
-    )
-    envs.reset(seed=0)
-    for _ in range(LIMIT - 1):
-        _, _, _, truncated, info = envs.step(np.array([NOOP]))
-        assert not truncated[0] and not episode_scores(info)
-    _, _, _, truncated, info = envs.step(np.array([NOOP]))
-    assert truncated[0]
-    ((index, score, frames),) = episode_scores(info)
-    assert index == 0 and score <= 0 and frames >= 4 * LIMIT
-    envs.close()
-
-
-@atari
-@pytest.mark.parametrize("bad", [0, "abc", True])
-def test_a_bad_atari_step_limit_is_refused(bad):
-    with pytest.raises(UsageError, match="max_episode_steps"):
-        make_env("PongNoFrameskip-v4", max_episode_steps=bad)

@@ -160,6 +160,7 @@ class BufferPool:
         # Consumer-side bookkeeping, local to the consuming process: slots it has taken
         # and not released yet.
         self._taken: set[int] = set()
+        self._next = 0  # the producer :meth:`receive` serves first, when it has a message
 
     def __getstate__(self) -> dict:
         # Whoever unpickles the pool has taken nothing (yet): the takes recorded here are
@@ -203,13 +204,15 @@ class BufferPool:
         return slot
 
     def receive(self, timeout: float | None = None) -> int | None:
-        """The next submitted slot of any producer, or ``None`` after ``timeout`` s."""
-        ready = wait(self.readers(), timeout)
-        for reader in ready:
-            producer = self.owner(reader)
+        """The next submitted slot of any producer, or ``None`` after ``timeout`` s. Taken
+        round-robin among the producers with one waiting: a consumer slower than its
+        producers would otherwise serve the first of them for ever."""
+        ready = [self.owner(reader) for reader in wait(self.readers(), timeout)]
+        for producer in sorted(ready, key=lambda p: (cast(int, p) - self._next) % self.producers):
             assert producer is not None  # ready came from self.readers()
             slot = self.take(producer)
             if slot is not None:
+                self._next = producer + 1
                 return slot
         return None
 

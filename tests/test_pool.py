@@ -342,3 +342,23 @@ def test_reset_producer_after_its_consumer_dies_frees_every_slot():
         pool.release(slot)
     assert _drain_free(prod) == list(range(slots))
     pool.close()
+
+
+def test_receive_serves_waiting_producers_in_turn():
+    """A consumer slower than its producers serves each in turn, never the first alone
+    (a decoupled learner starved one actor into a lag of 1,000 updates)."""
+    pool = BufferPool({"x": ((1,), torch.int64)}, producers=3, slots=3)
+    try:
+        for p in (0, 1, 2):
+            producer = pool.producer(p)
+            for _ in range(3):
+                producer.submit(producer.acquire(timeout=1))
+        order = []
+        for _ in range(9):
+            slot = pool.receive(timeout=1)
+            assert slot is not None
+            order.append(slot // pool.slots)
+            pool.release(slot)
+        assert order == [0, 1, 2] * 3
+    finally:
+        pool.close()

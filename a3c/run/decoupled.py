@@ -53,19 +53,30 @@ def learner_device(cfg: A3CConfig, spec: ModelSpec) -> str:
 
 def stored(t: Tensor) -> Tensor:
     """``t`` in its memory's order (channel-last frames as H, W, C), so that copying it is
-    a memcpy; :func:`_frames` turns such a buffer back."""
+    a memcpy; :func:`model_order` turns such a buffer back."""
     if not t.is_contiguous() and t.dim() >= 3 and t.movedim(-3, -1).is_contiguous():
         return t.movedim(-3, -1)
     return t
 
 
+def turned(model: ActorCritic) -> bool:
+    """Whether the model's frames are stored channel-last (:func:`stored` turns them)."""
+    frames = model.empty_obs(1)
+    return stored(frames) is not frames
+
+
+def model_order(t: Tensor, turned: bool) -> Tensor:
+    """A buffer of stored frames seen in the model's (C, H, W) order."""
+    return t.movedim(-1, -3) if turned else t
+
+
 def rollout_layout(model: ActorCritic, T: int, K: int) -> Layout:
     """One slot: a rollout of ``T`` steps of ``K`` envs, its targets and its version."""
-    obs = stored(model.empty_obs(T, K))
+    obs, next_obs = stored(model.empty_obs(T, K)), stored(model.empty_obs(K))
     dist = model.dist
     layout: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
         "obs": (tuple(obs.shape), obs.dtype),
-        "next_obs": (tuple(obs.shape[1:]), obs.dtype),
+        "next_obs": (tuple(next_obs.shape), obs.dtype),
         "actions": ((T, K, *dist.action_shape), dist.action_dtype),
         **{name: ((T, K), torch.float32) for name in ("rewards", *TARGETS)},
         **{name: ((T, K), torch.bool) for name in ("terminated", "dones", "truncated")},
@@ -88,6 +99,7 @@ def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
     model = run.spec.build()
     local = flatten_parameters(model)
+    frames_turned = turned(model)
     telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=True, return_rms=run.return_rms,
@@ -104,7 +116,7 @@ def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
             scored = behaviour(model, rollout, cfg.gamma, cfg.gae_lambda)
-            if not _hand_over(ctx, producer, rollout, scored.__dict__, version):
+            if not _hand_over(ctx, producer, rollout, scored.__dict__, version, frames_turned):
                 break
             telemetry.stats.add("env_steps", T * K)
             run.env_steps[ctx.rank] += T * K
@@ -118,7 +130,12 @@ def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
 
 
 def _hand_over(
-    ctx: WorkerContext, producer: Producer, r: Rollout, targets: dict[str, Any], version: int
+    ctx: WorkerContext,
+    producer: Producer,
+    r: Rollout,
+    targets: dict[str, Any],
+    version: int,
+    frames_turned: bool,
 ) -> bool:
     """Fill a free slot with the rollout and send it; False if the run stopped first."""
     while True:
@@ -130,8 +147,8 @@ def _hand_over(
                 return False
     try:
         buf = producer.view(slot)
-        buf["obs"].copy_(stored(r.obs))
-        buf["next_obs"].copy_(stored(r.next_obs))
+        model_order(buf["obs"], frames_turned).copy_(r.obs)
+        model_order(buf["next_obs"], frames_turned).copy_(r.next_obs)
         buf["actions"].copy_(r.actions)
         for name in (*STEPS, *TARGETS):
             value = targets[name] if name in TARGETS else getattr(r, name)
@@ -192,8 +209,7 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
     stats = telemetry.stats
     learner, publish = _learner(cfg, run, device, stats)
-    frames = learner.model.empty_obs(1, 1)
-    turned = stored(frames) is not frames
+    frames_turned = turned(learner.model)
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
             slot = rollouts.receive(timeout=WAIT_S)
@@ -207,7 +223,8 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                         updates = stats["updates"]
                         if run.obs_rms is not None:
                             learner.model.set_obs_stats(*run.obs_rms.mean_std())
-                        learner.learn(_rollout(rollouts.view(slot), device, turned), run_steps(run))
+                        rollout = _rollout(rollouts.view(slot), device, frames_turned)
+                        learner.learn(rollout, run_steps(run))
                         stats.add("policy_lag", lag * (stats["updates"] - updates))
                 finally:
                     rollouts.release(slot)
@@ -221,13 +238,11 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     telemetry.send()
 
 
-def _rollout(view: dict[str, Tensor], device: str, turned: bool) -> Rollout:
-    """A slot's rollout with its targets on ``device`` (on the CPU: views of the slot);
-    ``turned``: its frames were stored channel-last (:func:`stored`)."""
+def _rollout(view: dict[str, Tensor], device: str, frames_turned: bool) -> Rollout:
+    """A slot's rollout with its targets on ``device`` (on the CPU: views of the slot)."""
     buf = {k: v.to(device, non_blocking=True) for k, v in view.items()}
-    obs, next_obs = buf["obs"], buf["next_obs"]
-    if turned:
-        obs, next_obs = obs.movedim(-1, -3), next_obs.movedim(-1, -3)
+    obs = model_order(buf["obs"], frames_turned)
+    next_obs = model_order(buf["next_obs"], frames_turned)
     return Rollout(
         obs=obs,
         actions=buf["actions"],

@@ -85,6 +85,8 @@ class A3CRun:
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model
         self.learner_device = learner_device(cfg, self.spec)
+        if ALGORITHMS[cfg.algo].decoupled and self.learner_device == "cuda":
+            cfg.start_method = "spawn"  # CUDA does not survive fork
         self.rollouts: BufferPool | None = None  # a decoupled algorithm's, actors to learner
         start_steps, self.elapsed_before, run_dir = 0, 0.0, None
         self.history = RunHistory()
@@ -261,9 +263,8 @@ class A3CRun:
         if ALGORITHMS[cfg.algo].decoupled:
             # A restarted actor could not get its slots back from the learner's side of
             # the pool, nor a learner its CUDA state: a failure stops the run, with a
-            # checkpoint. CUDA does not survive fork.
+            # checkpoint.
             target, on_failure = run_decoupled, "abort"
-            start_method = "spawn" if self.learner_device == "cuda" else start_method
             self.rollouts = BufferPool(
                 rollout_layout(self.model, cfg.n_steps, cfg.envs_per_worker),
                 producers=cfg.workers - 1,

@@ -33,6 +33,7 @@ its envs (Atari: human-normalised, Pong left out) beside the anchors'.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -302,9 +303,13 @@ def run_env(
         elif "total_steps" not in extra and not cfg.decays():
             cfg.total_steps = NO_STEP_BUDGET  # the time budget; a decay keeps its horizon
         r = train(cfg)
-        done.system, done.target = f"{cfg.preset} ({cfg.algo})", cfg.target_return  # by train
+        done.system = f"{cfg.preset} ({cfg.algo})"
         if r.exit_code:
             raise RunStopped(seed, r.exit_code, done)
+        # The env's own threshold where none was given: resolved by the run, as it recorded.
+        done.target = resolved = json.loads((r.run_dir / "config.json").read_text())[
+            "target_return"
+        ]
         best = r.best_mean_100.mean if r.best_mean_100 else math.nan
         if by_return(env):
             at_milestone, final = returns_reached(r.run_dir)
@@ -312,9 +317,7 @@ def run_env(
             solved = r.solved_at if target is not None else None
             run = ReturnRun(at_milestone, final, r.wall_time, r.env_steps, greedy, solved, best)
         else:
-            hold = holding(
-                read_curve(r.run_dir), cfg.target_return, r.solved_at and r.solved_at.env_steps
-            )
+            hold = holding(read_curve(r.run_dir), resolved, r.solved_at and r.solved_at.env_steps)
             run = ThresholdRun(r.solved_at, best, hold, r.wall_time)
         done.seeds.append(seed)
         done.runs.append(run)

@@ -3,6 +3,7 @@ a killed main process leaves nothing behind and its run resumes from the last ch
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -383,18 +384,19 @@ def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_p
     steps = load_checkpoint(first.run_dir / "checkpoint.pt")["env_steps"]
     assert 2_000 <= steps < first_budget
     done = steps / first_budget
-    r = train(
-        cartpole(
-            tmp_path,
-            total_steps=steps + 4_000,
-            lr=lr,
-            lr_schedule="linear",
-            eval_interval=0.0,
-            log_interval=0.05,
-            resume=str(first.run_dir / "checkpoint.pt"),
-        )
+    cfg = cartpole(
+        tmp_path,
+        total_steps=steps + 4_000,
+        lr=lr,
+        lr_schedule="linear",
+        eval_interval=0.0,
+        log_interval=0.05,
+        resume=str(first.run_dir / "checkpoint.pt"),
     )
+    given = dataclasses.replace(cfg)
+    r = train(cfg)
     assert r.exit_code == 0 and r.env_steps >= steps + 4_000
+    assert cfg == given  # the run records where its decays start; the caller's config stays
     config = json.loads((r.run_dir / "config.json").read_text())
     assert (config["decay_start_steps"], config["decay_start_done"]) == (steps, done)
     rates = [(s, v) for s, v in scalar_points(r.run_dir)["charts/learning_rate"] if s > steps]

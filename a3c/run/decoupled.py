@@ -195,8 +195,8 @@ def _learner(cfg: A3CConfig, run: SharedRun, device: str, stats: Any) -> tuple[L
         optimizer.steps[0] = run.optimizer.total_steps
         shared, publish = local, _Published(local, optimizer, run)
     learner = Learner(
-        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
-        rank=0, stats=stats,
+        learner_settings(cfg, run.horizon), model=model, local=local, shared=shared,
+        optimizer=optimizer, rank=0, stats=stats,
     )  # fmt: skip
     return learner, publish
 

@@ -8,9 +8,9 @@ when the run ends (step budget, time limit, target return, a signal, or a failur
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
-import math
 import multiprocessing as mp
 import shutil
 import time
@@ -24,20 +24,20 @@ import torch
 
 from a3c.envs import env_spaces
 from a3c.learning.algorithms import ALGORITHMS
-from a3c.learning.schedules import decay_done
+from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
 from a3c.run.decoupled import ROLLOUT_SLOTS, learner_device, rollout_layout, run_decoupled
 from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers
-from a3c.run.record import A3CResult, RunHistory, rng_state, saved_best_eval, set_rng_state
+from a3c.run.record import A3CResult, rng_state
+from a3c.run.resume import BEST, Resumed, restore
 from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
 from a3c.run.stopping import Targets
 from a3c.run.telemetry import RunStats, telemetry_layout
 from a3c.run.worker import SharedRun, run_worker
 from a3c.use.evaluation import build_model, score_greedy
-from hogwild.checkpoint import load_checkpoint
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
@@ -48,9 +48,6 @@ from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
 from hogwild.rundir import RunDir
 
 log = logging.getLogger("a3c.run.trainer")
-
-#: The checkpoint of the best evaluation, beside the run's own checkpoint.pt.
-BEST = "best.pt"
 
 
 def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
@@ -76,29 +73,18 @@ class A3CRun:
     engine's :class:`~hogwild.run.RunLoop`, which runs the plumbing around it."""
 
     def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
-        self.cfg = cfg
         spaces = env_spaces(cfg.env, **cfg.env_options())
-        if cfg.target_return is None:
-            cfg.target_return = _reward_threshold(cfg.env)
         resolve_device(cfg.eval_device)
-        cfg.start_method = resolve_start_method(cfg.start_method)
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model
         self.learner_device = learner_device(cfg, self.spec)
-        if ALGORITHMS[cfg.algo].decoupled and self.learner_device == "cuda":
-            cfg.start_method = "spawn"  # CUDA does not survive fork
         self.rollouts: BufferPool | None = None  # a decoupled algorithm's, actors to learner
-        start_steps, self.elapsed_before, run_dir = 0, 0.0, None
-        self.history = RunHistory()
-        saved_statistics: dict[str, torch.Tensor] = {}
-        self.branched_from: str | None = None  # the checkpoint a new run folder starts from
-        self.branch_keeps_best = False
-        self.ignored: list[str] = []  # flags a resume in the run's own folder cannot follow
-        if cfg.resume:
-            run_dir, start_steps, saved_statistics = self._restore(cfg.resume)
-            cfg.decay_start_steps, cfg.decay_start_done = start_steps, self.decay_done
+        fresh = Resumed.fresh(cfg.total_steps)
+        self.resumed = resumed = restore(cfg.resume, cfg, self.shared) if cfg.resume else fresh
+        self.history = resumed.history
+        self.cfg = cfg = run_config(cfg, self.learner_device, resumed.horizon)
         self.shared.share_memory()
-        self.steps = StepCount(cfg.workers, start_steps)
+        self.steps = StepCount(cfg.workers, resumed.steps)
 
         self.progress = Progress()
         self.loop = RunLoop(  # under torchrun: joins the group, takes rank 0's parameters
@@ -117,18 +103,18 @@ class A3CRun:
             # Every node restores the run's statistics but only rank 0 as its own: the
             # others hold them as "the other nodes'" until the first round says so, or
             # merging the nodes' statistics would count them once per node.
-            for name, saved in saved_statistics.items():
+            for name, saved in resumed.statistics.items():
                 self.shared.statistics()[name].load(saved, remote=True)
 
         self.rundir: RunDir | None = None
         if self.is_main:
             name = f"{cfg.algo}_{cfg.env}_s{cfg.seed}"
-            rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=run_dir)
+            rundir = self.loop.open_run_dir(name, cfg, cfg.run_name, resume_dir=resumed.run_dir)
             assert isinstance(rundir, RunDir)  # rank 0's is a real one
             self.rundir = rundir
 
         self.stats = RunStats()
-        self.stats.env_steps = start_steps
+        self.stats.env_steps = resumed.steps
         self.stats.recent.extend(self.history.recent)
         self.stats.episodes = self.history.episodes
         self.evaluator: Evaluator | None = None
@@ -151,8 +137,7 @@ class A3CRun:
         self.targets = Targets(cfg, self.history, self.model.dist.max_entropy)
         self.logger = RunLogger(cfg, self.rundir, self.progress, callbacks)
         self.callback_error: Exception | None = None  # the first, raised from train()
-        self.t0 = self.last_eval = self.targets.last_progress = time.monotonic()
-        self.logger.restart(self.t0, start_steps)
+        self.last_eval = 0.0  # when the evaluator last took a snapshot (monotonic s)
 
     @property
     def _dir(self) -> RunDir:
@@ -167,49 +152,6 @@ class A3CRun:
             shutil.copyfile(source, self._dir.path / BEST)
         except OSError as e:
             self.progress.print(f"warning: {source} not copied into the new run folder: {e}")
-
-    def _restore(self, path: str) -> tuple[Path | None, int, dict[str, torch.Tensor]]:
-        """The shared model, the record and the random generators from ``path``; the run
-        folder, the steps taken and the saved statistics (see ``__init__`` for nodes)."""
-        ckpt = load_checkpoint(path, required=("model", "optimizer", "model_spec", "env_steps"))
-        statistics = self.shared.restore(ckpt, path)
-        self.elapsed_before = float(ckpt.get("wall_time", 0.0))
-        try:
-            if "history" in ckpt:
-                self.history = RunHistory.from_state(ckpt["history"])
-            if "rng" in ckpt:
-                set_rng_state(ckpt["rng"])
-        except (TypeError, ValueError, KeyError, RuntimeError) as e:
-            raise UsageError(f"{path}: bad run history or random state ({e})") from None
-        # The decays go on from where the saved run had them, over this run's budget.
-        saved = ckpt.get("config", {})
-        self.decay_done = decay_done(
-            int(ckpt["env_steps"]),
-            saved.get("total_steps", self.cfg.total_steps),
-            saved.get("decay_start_steps", 0),
-            saved.get("decay_start_done", 0.0),
-        )
-        folder = Path(path).parent
-        run_dir: Path | None = folder
-        if Path(path).name != CHECKPOINT:
-            # best.pt (or any other): its folder holds a newer run, which a resume from an
-            # older checkpoint must not overwrite, so this run branches into a new folder.
-            self.branched_from, run_dir = path, None
-            if "eval_mean_return" in ckpt:  # an evaluated model: best.pt, or a copy of it
-                self.history.best_eval = float(ckpt["eval_mean_return"])
-                self.history.best_eval_step = int(ckpt["env_steps"])
-                self.branch_keeps_best = True
-            else:  # a copy of a checkpoint.pt: the parent's best is not in this folder
-                self.history.best_eval, self.history.best_eval_step = -math.inf, None
-        else:
-            best = saved_best_eval(folder / BEST)
-            self.history.best_eval = max(self.history.best_eval, best)
-            self.ignored = [
-                f"--{name.replace('_', '-')} {getattr(self.cfg, name)}"
-                for name in ("logdir", "run_name")
-                if name in saved and getattr(self.cfg, name) != saved[name]
-            ]
-        return run_dir, int(ckpt["env_steps"]), statistics
 
     # -- the run: what the engine's loop asks of A3C ---------------------------------------
     def run(self) -> A3CResult:
@@ -226,18 +168,19 @@ class A3CRun:
                     f"warning: preset {cfg.preset} was measured with {measured} workers, not"
                     f" {cfg.workers}: its settings may not hold (docs/tuning.md)"
                 )
-            if self.ignored:
+            resumed = self.resumed
+            if resumed.ignored:
                 self.progress.print(
-                    f"{' and '.join(self.ignored)} ignored: a resume from {CHECKPOINT} goes on"
+                    f"{' and '.join(resumed.ignored)} ignored: a resume from {CHECKPOINT} goes on"
                     f" in its own folder; resume from a copy under another name to branch"
                 )
-            if self.branched_from is not None:
+            if resumed.branched_from is not None:
                 self.progress.print(
-                    f"resumed from {self.branched_from} into this new run folder; the run it"
-                    " came from and its checkpoint.pt are left as they are"
+                    f"resumed from {resumed.branched_from} into this new run folder; the run"
+                    " it came from and its checkpoint.pt are left as they are"
                 )
-                if self.branch_keeps_best:
-                    self._keep_best(Path(self.branched_from))
+                if resumed.branch_keeps_best:
+                    self._keep_best(Path(resumed.branched_from))
         if self.cfg.amp == "auto":
             native = resolve_amp("auto") == "bf16"
             self.progress.print(
@@ -259,7 +202,11 @@ class A3CRun:
             return None
         cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
         assert supervisor is not None and pool is not None  # RunLoop.run opened them first
-        target, on_failure, start_method = run_worker, cfg.on_worker_failure, cfg.start_method
+        # The workers' clocks start with the loop's: rates, evaluations and stall warnings
+        # count from here.
+        self.last_eval = self.targets.last_progress = self.t0
+        self.logger.restart(self.t0, self.steps.total)
+        target, on_failure = run_worker, cfg.on_worker_failure
         if ALGORITHMS[cfg.algo].decoupled:
             # A restarted actor could not get its slots back from the learner's side of
             # the pool, nor a learner its CUDA state: a failure stops the run, with a
@@ -269,7 +216,7 @@ class A3CRun:
                 rollout_layout(self.model, cfg.n_steps, cfg.envs_per_worker),
                 producers=cfg.workers - 1,
                 slots=ROLLOUT_SLOTS,
-                ctx=mp.get_context(start_method),
+                ctx=mp.get_context(cfg.start_method),
             )
         group = WorkerGroup(
             target,
@@ -282,6 +229,7 @@ class A3CRun:
                     self.steps.per_worker,
                     self.steps.published,
                     pool,
+                    self.resumed.horizon,
                     self.shared.obs_rms,
                     self.shared.return_rms,
                     self.rollouts,
@@ -291,13 +239,10 @@ class A3CRun:
             cfg.workers,
             worker_seed(cfg.seed, self.rank, self.steps.start),
             num_threads=cfg.threads_per_worker,
-            start_method=start_method,
+            start_method=cfg.start_method,
             policy=FailurePolicy(on_failure, cfg.max_restarts),
             on_restart=supervisor.restarted,
         )
-        self.t0 = self.loop.t0
-        self.last_eval = self.targets.last_progress = self.t0
-        self.logger.restart(self.t0, self.steps.total)
         if self.evaluator is not None:
             self.loop.watch(self.evaluator.start())
         return group
@@ -482,9 +427,14 @@ class A3CRun:
             "rng": rng_state(),
         }
 
+    @property
+    def t0(self) -> float:
+        """When this session's workers started (the engine's loop keeps it)."""
+        return self.loop.t0
+
     def _run_seconds(self, now: float) -> float:
         """Seconds of the whole run, earlier sessions included."""
-        return self.elapsed_before + now - self.t0
+        return self.resumed.elapsed + now - self.t0
 
 
 def worker_seed(seed: int, rank: int, start_steps: int) -> int:
@@ -494,6 +444,27 @@ def worker_seed(seed: int, rank: int, start_steps: int) -> int:
     if start_steps == 0:
         return seed + 100_003 * rank
     return int(np.random.SeedSequence([seed, rank, start_steps]).generate_state(1)[0])
+
+
+def run_config(cfg: A3CConfig, learner_device: str, horizon: Horizon) -> A3CConfig:
+    """The config the run goes by and records (config.json, checkpoints): ``cfg`` with what
+    is resolved once it starts. A new, checked config: ``cfg`` stays as the caller gave it.
+
+    ``target_return`` none is the env's reward threshold; ``start_method`` is one this
+    machine has, and spawn for a CUDA learner (CUDA does not survive fork); ``decay_start_*``
+    record where this session's decays start, for a later resume (:mod:`a3c.run.resume`).
+    """
+    start_method = resolve_start_method(cfg.start_method)
+    if ALGORITHMS[cfg.algo].decoupled and learner_device == "cuda":
+        start_method = "spawn"
+    target = _reward_threshold(cfg.env) if cfg.target_return is None else cfg.target_return
+    return dataclasses.replace(
+        cfg,
+        target_return=target,
+        start_method=start_method,
+        decay_start_steps=horizon.start_steps,
+        decay_start_done=horizon.start_done,
+    )
 
 
 def _reward_threshold(env_id: str) -> float | None:

@@ -40,6 +40,7 @@ class SharedRun:
     env_steps: torch.Tensor  # this node's steps, one row per worker
     global_steps: torch.Tensor  # the run's count as the main process knows it (all nodes)
     pool: BufferPool  # telemetry to the main process
+    horizon: Horizon  # the decays': a resumed run's go on where they were
     obs_rms: RunningMeanStd | None = None
     return_rms: RunningMeanStd | None = None
     rollouts: BufferPool | None = None  # actors to learner, for a decoupled algorithm
@@ -55,8 +56,8 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     local = flatten_parameters(model)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
     learner = Learner(
-        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
-        rank=ctx.rank, stats=telemetry.stats,
+        learner_settings(cfg, run.horizon), model=model, local=local, shared=shared,
+        optimizer=optimizer, rank=ctx.rank, stats=telemetry.stats,
     )  # fmt: skip
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
@@ -83,10 +84,11 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     telemetry.send()
 
 
-def learner_settings(cfg: A3CConfig) -> LearnerSettings:
-    """The learner's settings, from the run's. ``--normalize-advantage`` unset is the
-    algorithm's own default (APPO: on, per minibatch, as SB3 and CleanRL; A3C: off, the
-    paper's)."""
+def learner_settings(cfg: A3CConfig, horizon: Horizon | None = None) -> LearnerSettings:
+    """The learner's settings, from the run's; its decays along ``horizon`` (none: a fresh
+    run's, over ``--total-steps``; a resumed run's comes from
+    :func:`a3c.run.resume.restore`). ``--normalize-advantage`` unset is the algorithm's
+    own default (APPO: on, per minibatch, as SB3 and CleanRL; A3C: off, the paper's)."""
     normalize = cfg.normalize_advantage
     if normalize is None:
         normalize = ALGORITHMS[cfg.algo].normalize_advantage
@@ -101,7 +103,7 @@ def learner_settings(cfg: A3CConfig) -> LearnerSettings:
         clip_range_vf=cfg.clip_range_vf,
     )
     schedules = Schedules(
-        Horizon(cfg.total_steps, cfg.decay_start_steps, cfg.decay_start_done),
+        Horizon(cfg.total_steps) if horizon is None else horizon,
         lr=cfg.lr,
         lr_final=0.0 if cfg.lr_schedule == "linear" else None,
         lr_warmup_steps=cfg.lr_warmup_steps,

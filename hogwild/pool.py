@@ -188,6 +188,10 @@ class BufferPool:
         """Connections that become readable when a message is waiting (for ``connection.wait``)."""
         return [queue_reader(ch.full) for ch in self._channels]
 
+    def waiting(self) -> int:
+        """How many producers have a message waiting to be taken."""
+        return len(wait(self.readers(), 0))
+
     def owner(self, reader: object) -> int | None:
         for i, ch in enumerate(self._channels):
             if queue_reader(ch.full) is reader:

@@ -36,5 +36,6 @@ PPO = Algorithm(
         Metric("policy_lag", "charts/policy_lag"),
         Metric("policy_lag_max", "charts/policy_lag_max", MAX),
         Metric("stale_rollouts", "charts/stale_rollouts", SUM),
+        Metric("rollouts_in_flight", "charts/rollouts_in_flight"),
     ),
 )

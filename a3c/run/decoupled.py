@@ -6,7 +6,9 @@ collects a rollout, scores it with those weights (log-probabilities, values, GAE
 the learner then needs no final observations) and fills one of its own slots of a
 :class:`~hogwild.pool.BufferPool` with it, as telemetry travels: only the slot's index is
 sent. Two slots each: an actor fills one while the learner reads the other, and waits when
-the learner is behind, which bounds the lag. The learner takes rollouts as they come and
+the learner is behind. A rollout waiting for the learner grows stale, so the learner also
+sets how many may be collected or queued at once (:class:`Handoff`): one fewer while it
+is the bound, one more while it waits for them. The learner takes rollouts as they come and
 learns from each with APPO's steps. On the CPU it steps the shared weights in place; on
 CUDA it keeps its own weights and optimizer state there and publishes both into shared
 memory after each rollout, where actors, evaluator and checkpoints read them.
@@ -14,7 +16,9 @@ memory after each rollout, where actors, evaluator and checkpoints read them.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 from dataclasses import dataclass
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import torch
@@ -33,10 +37,10 @@ from a3c.run.worker import SharedRun, learner_settings, run_steps
 from hogwild.evaluator import resolve_device
 from hogwild.flat import flatten_parameters
 from hogwild.optim import SharedOptimizer
-from hogwild.pool import Layout, PoolTimeout, Producer
+from hogwild.pool import BufferPool, Layout, PoolTimeout, Producer
 from hogwild.procs import WorkerContext
 
-__all__ = ["ROLLOUT_SLOTS", "learner_device", "rollout_layout", "run_decoupled", "stored"]
+__all__ = ["Handoff", "learner_device", "rollout_layout", "run_decoupled", "stored"]
 
 ROLLOUT_SLOTS = 2  # per actor
 WAIT_S = 0.5  # between stop checks while waiting for a slot or a rollout
@@ -88,14 +92,65 @@ def rollout_layout(model: ActorCritic, T: int, K: int) -> Layout:
     return layout
 
 
+@dataclass
+class Handoff:
+    """Rollouts from the actors to the learner: the pool's slots, and the tokens an actor
+    takes before it collects one (a rollout collected or queued holds one). The learner
+    returns a rollout's token when it takes the rollout, keeps it back while rollouts
+    still wait behind it, and adds one while none are there: the lag stays near what
+    keeps the learner busy, however many actors there are."""
+
+    pool: BufferPool
+    tokens: Any  # a multiprocessing Semaphore, started at one per actor
+    actors: int
+
+    @classmethod
+    def open(cls, model: ActorCritic, cfg: A3CConfig, ctx: BaseContext | None = None) -> Handoff:
+        ctx = ctx or mp.get_context()
+        actors = cfg.workers - 1
+        layout = rollout_layout(model, cfg.n_steps, cfg.envs_per_worker)
+        pool = BufferPool(layout, producers=actors, slots=ROLLOUT_SLOTS, ctx=ctx)
+        return cls(pool, ctx.Semaphore(actors), actors)
+
+    def enter(self, ctx: WorkerContext) -> bool:
+        """An actor's wait for a token; False if the run stopped first."""
+        while not self.tokens.acquire(timeout=WAIT_S):
+            if ctx.should_stop():
+                return False
+        return True
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+class Pace:
+    """The learner's side of the tokens: how many are out (``limit``) and when to change it."""
+
+    def __init__(self, handoff: Handoff) -> None:
+        self.handoff, self.limit = handoff, handoff.actors
+
+    def taken(self, was_waiting: bool) -> None:
+        """A rollout was taken; ``was_waiting``: one was there before the learner asked.
+        One rollout waiting keeps the learner busy; a second only ages."""
+        tokens, pool = self.handoff.tokens, self.handoff.pool
+        if pool.waiting() > 1 and self.limit > 1:  # the learner is the bound: one fewer
+            self.limit -= 1
+            return
+        tokens.release()
+        if not was_waiting and self.limit < self.handoff.actors:  # it waited: one more
+            tokens.release()
+            self.limit += 1
+
+
 def run_decoupled(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     (_learn if ctx.rank == 0 else _act)(ctx, cfg, run)
 
 
 def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
-    assert run.rollouts is not None  # made by the trainer for a decoupled algorithm
+    handoff = run.rollouts
+    assert handoff is not None  # made by the trainer for a decoupled algorithm
     T, K = cfg.n_steps, cfg.envs_per_worker
-    producer = run.rollouts.producer(ctx.rank - 1)
+    producer = handoff.pool.producer(ctx.rank - 1)
     envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
     model = run.spec.build()
     local = flatten_parameters(model)
@@ -107,6 +162,8 @@ def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     )  # fmt: skip
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
+            if not handoff.enter(ctx):
+                break
             version = run.optimizer.total_steps  # read first: the weights are this or newer
             local.copy_(run.params)
             if run.obs_rms is not None:
@@ -203,7 +260,7 @@ def _learner(cfg: A3CConfig, run: SharedRun, device: str, stats: Any) -> tuple[L
 
 def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     assert run.rollouts is not None
-    rollouts, device = run.rollouts, run.learner_device
+    rollouts, device, pace = run.rollouts.pool, run.learner_device, Pace(run.rollouts)
     if device == "cpu":
         torch.set_num_threads(cfg.learner_threads)
     telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
@@ -212,8 +269,10 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     frames_turned = turned(learner.model)
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
+            was_waiting = rollouts.waiting() > 0
             slot = rollouts.receive(timeout=WAIT_S)
             if slot is not None:
+                pace.taken(was_waiting)
                 try:
                     lag = learner.optimizer.total_steps - int(rollouts.view(slot)["version"])
                     stats.peak("policy_lag_max", lag)
@@ -225,7 +284,9 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                             learner.model.set_obs_stats(*run.obs_rms.mean_std())
                         rollout = _rollout(rollouts.view(slot), device, frames_turned)
                         learner.learn(rollout, run_steps(run))
-                        stats.add("policy_lag", lag * (stats["updates"] - updates))
+                        made = stats["updates"] - updates
+                        stats.add("policy_lag", lag * made)
+                        stats.add("rollouts_in_flight", pace.limit * made)
                 finally:
                     rollouts.release(slot)
                 if publish is not None:

@@ -27,7 +27,7 @@ from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
-from a3c.run.decoupled import ROLLOUT_SLOTS, learner_device, rollout_layout, run_decoupled
+from a3c.run.decoupled import Handoff, learner_device, run_decoupled
 from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers
 from a3c.run.record import A3CResult, rng_state
@@ -41,7 +41,6 @@ from a3c.use.evaluation import build_model, score_greedy
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
-from hogwild.pool import BufferPool
 from hogwild.precision import resolve_amp
 from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
@@ -78,7 +77,7 @@ class A3CRun:
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model
         self.learner_device = learner_device(cfg, self.spec)
-        self.rollouts: BufferPool | None = None  # a decoupled algorithm's, actors to learner
+        self.rollouts: Handoff | None = None  # a decoupled algorithm's, actors to learner
         fresh = Resumed.fresh(cfg.total_steps)
         self.resumed = resumed = restore(cfg.resume, cfg, self.shared) if cfg.resume else fresh
         self.history = resumed.history
@@ -212,12 +211,7 @@ class A3CRun:
             # the pool, nor a learner its CUDA state: a failure stops the run, with a
             # checkpoint.
             target, on_failure = run_decoupled, "abort"
-            self.rollouts = BufferPool(
-                rollout_layout(self.model, cfg.n_steps, cfg.envs_per_worker),
-                producers=cfg.workers - 1,
-                slots=ROLLOUT_SLOTS,
-                ctx=mp.get_context(cfg.start_method),
-            )
+            self.rollouts = Handoff.open(self.model, cfg, mp.get_context(cfg.start_method))
         group = WorkerGroup(
             target,
             (

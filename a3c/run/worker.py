@@ -9,6 +9,7 @@ episodes and the learner's figures go to the main process as telemetry.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +28,9 @@ from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
 
+if TYPE_CHECKING:
+    from a3c.run.decoupled import Handoff
+
 __all__ = ["SharedRun", "learner_settings", "run_steps", "run_worker"]
 
 
@@ -43,7 +47,7 @@ class SharedRun:
     horizon: Horizon  # the decays': a resumed run's go on where they were
     obs_rms: RunningMeanStd | None = None
     return_rms: RunningMeanStd | None = None
-    rollouts: BufferPool | None = None  # actors to learner, for a decoupled algorithm
+    rollouts: Handoff | None = None  # actors to learner, for a decoupled algorithm
     learner_device: str = "cpu"  # a decoupled algorithm's, resolved
 
 

@@ -8,7 +8,9 @@ signal, a failed worker or node) stop the workers, the evaluator and the pool. T
 :class:`RunLoop`. What the app keeps is in :class:`RunApp`: the worker generations it
 starts, what a message means, its reasons to stop, what a checkpoint holds, what it
 counts across nodes, and its summary. An app with one long generation (A3C) returns one
-group; one with a generation per epoch (MNIST) returns the next until it is done.
+:class:`Workers`; one with a generation per epoch (MNIST) returns the next until it is
+done. The loop turns each into a :class:`~hogwild.procs.WorkerGroup` with the run's
+settings and its own wiring (telemetry, restarts), so no app touches either.
 
 Across nodes, every round of :class:`~hogwild.distributed.NodeSync` carries two votes in
 front of the app's own counters: *stop* (any node's vote stops all) and *done* (the
@@ -34,7 +36,7 @@ from hogwild.config import EngineConfig
 from hogwild.console import Progress
 from hogwild.distributed import NodeFailure, NodeSync, SyncResult, launched_by_torchrun
 from hogwild.pool import BufferPool
-from hogwild.procs import WorkerFailure, WorkerGroup
+from hogwild.procs import FailurePolicy, WorkerFailure, WorkerGroup
 from hogwild.rundir import RunDir
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervise import Supervisor
@@ -47,12 +49,32 @@ __all__ = [
     "RunApp",
     "RunEnd",
     "RunLoop",
+    "Workers",
 ]
 
 INTERRUPTED = "interrupted"
 #: The run folder's own checkpoint, written periodically and at the end.
 CHECKPOINT = "checkpoint.pt"
 ANOTHER_NODE = "another node stopped"
+
+
+@dataclass(frozen=True)
+class Workers:
+    """What one generation runs: ``target(ctx, *args)`` in each of the run's ``workers``
+    processes (``ctx``: a :class:`~hogwild.procs.WorkerContext`).
+
+    Everything else is the run's, from its :class:`~hogwild.config.EngineConfig`: the
+    count (which also sizes the telemetry pool), threads per worker, start method, and
+    the failure policy, whose ``max_restarts`` holds for the whole run, not per generation.
+    ``seed``: the generation's base seed (each rank, and each restart, gets its own from
+    it); ``restartable=False``: a worker's failure ends the run whatever
+    ``--on-worker-failure`` says (for workers whose peers could not take a new one back).
+    """
+
+    target: Callable[..., None]
+    args: tuple[Any, ...]
+    seed: int
+    restartable: bool = True
 
 
 @dataclass
@@ -82,10 +104,11 @@ class RunEnd:
 class RunApp(Protocol):
     """What an application plugs into :class:`RunLoop`."""
 
-    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
-        """The next group of workers to run (``last``: how the one before ended), or None
-        when the run is over (see :attr:`RunLoop.stopping`). Its ``on_restart`` is
-        ``loop.supervisor.restarted``."""
+    def next_generation(self, last: Generation | None, telemetry: BufferPool) -> Workers | None:
+        """The next generation of workers to run (``last``: how the one before ended), or
+        None when the run is over (see :attr:`RunLoop.stopping`). ``telemetry``: the run's
+        pool, for the workers' arguments (each sends on its rank's producer); the same one
+        every generation."""
 
     def on_message(self, view: dict[str, torch.Tensor]) -> None:
         """One telemetry message (a view of its slot, valid during the call)."""
@@ -184,6 +207,8 @@ class RunLoop:
         self.evaluator: Watched | None = None
         self.pool: BufferPool | None = None
         self.supervisor: Supervisor | None = None
+        # One policy for the run: --max-restarts counts the restarts of every generation.
+        self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
         self.shutdown = GracefulShutdown()
         self.reason: str | None = None
         self.t0 = time.monotonic()
@@ -214,7 +239,7 @@ class RunLoop:
         """Wait on ``evaluator`` with the workers from now on, and stop it with them."""
         self.evaluator = evaluator
 
-    def open_pool(self) -> Supervisor:
+    def _open_pool(self) -> Supervisor:
         """The telemetry pool and the supervisor that reads it (before the first group)."""
         if self.supervisor is None:
             ctx = mp.get_context(self.cfg.start_method)
@@ -238,15 +263,15 @@ class RunLoop:
         failed worker or node (one line on stderr). Workers, evaluator, pool and node group
         are gone afterwards."""
         self.app = app
-        sup = self.open_pool()
+        sup = self._open_pool()
         exit_code = 0
         with GracefulShutdown(on_force=sup.kill_all, on_request=sup.request_stop) as shutdown:
             self.shutdown = shutdown
             self.t0 = time.monotonic()
             try:
                 last = None
-                while (group := app.next_generation(last)) is not None:
-                    last = self._generation(group)
+                while (workers := app.next_generation(last, sup.pool)) is not None:
+                    last = self._generation(workers)
             except (WorkerFailure, NodeFailure) as e:
                 sup.stop_workers(timeout=5.0)
                 self.progress.close()
@@ -260,14 +285,14 @@ class RunLoop:
                     self.close()
             return self.exit_code
 
-    def _generation(self, group: WorkerGroup) -> Generation:
-        """Start ``group``, tick until a reason to stop or the group is done; stop it."""
+    def _generation(self, workers: Workers) -> Generation:
+        """Start ``workers``, tick until a reason to stop or they are done; stop them."""
         sup, app = self.supervisor, self.app
         assert sup is not None
         self._all_done = False
         self._dirty = True
         start = last_ckpt = time.monotonic()
-        sup.start(group)
+        group = sup.start(self._group(workers, sup))
         while True:
             ready = sup.wait(timeout=self.wait_timeout)
             now = time.monotonic()
@@ -294,6 +319,21 @@ class RunLoop:
         if self.sync is not None:
             completed = self._final_round()
         return Generation(self.reason, completed, seconds)
+
+    def _group(self, workers: Workers, sup: Supervisor) -> WorkerGroup:
+        """``workers`` as a group with the run's settings; a restart first reads what the
+        dead worker had sent (:meth:`Supervisor.restarted`)."""
+        cfg = self.cfg
+        return WorkerGroup(
+            workers.target,
+            workers.args,
+            cfg.workers,
+            workers.seed,
+            num_threads=cfg.threads_per_worker,
+            start_method=cfg.start_method,
+            policy=self.policy if workers.restartable else FailurePolicy("abort"),
+            on_restart=sup.restarted,
+        )
 
     def _end(self, exit_code: int) -> None:
         sup = self.supervisor

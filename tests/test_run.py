@@ -1,6 +1,7 @@
-"""The engine's main loop with a tiny real app: workers (WorkerGroup) send counters
-through the BufferPool; the loop stops on the app's reason, a time limit, a signal or a
-failed worker, checkpoints through the app's hook, and leaves no process behind."""
+"""The engine's main loop with a tiny real app: workers (the app's Workers, the loop's
+WorkerGroup) send counters through the BufferPool; the loop stops on the app's reason, a
+time limit, a signal or a failed worker (restarted as the run's settings say),
+checkpoints through the app's hook, and leaves no process behind."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from engine_helpers import count_up
 from proc_helpers import child_pids
 
 from hogwild.config import EngineConfig
-from hogwild.procs import FailurePolicy, WorkerGroup
-from hogwild.run import INTERRUPTED, RunLoop
+from hogwild.run import INTERRUPTED, RunLoop, Workers
 
 LAYOUT = {k: ((), torch.int64) for k in ("rank", "seq")}
 
@@ -26,25 +26,18 @@ class Counters:
     """The app: counts messages; stops at ``stop_at`` of them; ``generations`` groups of
     workers that each send ``count`` messages (None: until stopped)."""
 
-    def __init__(self, loop, stop_at=None, generations=1, count=None, die=False):
+    def __init__(self, loop, stop_at=None, generations=1, count=None, die=False, restartable=True):
         self.loop, self.stop_at, self.generations = loop, stop_at, generations
-        self.count, self.die = count, die
+        self.count, self.die, self.restartable = count, die, restartable
         self.seen, self.lasts, self.saved, self.end = 0, [], [], None
 
-    def next_generation(self, last):
+    def next_generation(self, last, telemetry):
         if last is not None:
             self.lasts.append(last)
         if len(self.lasts) >= self.generations or self.loop.stopping:
             return None
-        return WorkerGroup(
-            count_up,
-            (self.loop.pool, self.count, self.die),
-            2,
-            seed=0,
-            start_method="fork",
-            policy=FailurePolicy("abort"),
-            on_restart=self.loop.supervisor.restarted,
-        )
+        args = (telemetry, self.count, self.die)
+        return Workers(count_up, args, seed=0, restartable=self.restartable)
 
     def on_message(self, view):
         self.seen += 1
@@ -70,9 +63,15 @@ class Counters:
         return {"seen": self.seen}
 
 
-def run(tmp_path, **app_kw):
+def run(tmp_path, on_worker_failure="abort", max_restarts=20, **app_kw):
     loop_kw = {k: app_kw.pop(k) for k in ("time_limit", "checkpoint_every") if k in app_kw}
-    cfg = EngineConfig(workers=2, start_method="fork", logdir=str(tmp_path))
+    cfg = EngineConfig(
+        workers=2,
+        start_method="fork",
+        on_worker_failure=on_worker_failure,
+        max_restarts=max_restarts,
+        logdir=str(tmp_path),
+    )
     loop = RunLoop(cfg, "test-run", LAYOUT, params=torch.zeros(1), **loop_kw)
     loop.checkpoint_path = tmp_path / "checkpoint.pt"
     app = Counters(loop, **app_kw)
@@ -126,3 +125,17 @@ def test_a_failed_worker_is_one_line_exit_1_and_no_orphans(tmp_path, capfd):
     assert len([line for line in err if line.startswith("test-run: error: ")]) == 1
     assert "aborting" in err[-1]
     assert saved(tmp_path) == app.seen, "the final checkpoint is written after a failure too"
+
+
+def test_the_runs_settings_restart_a_failed_worker_up_to_max_restarts(tmp_path, capfd):
+    exit_code, app = run(tmp_path, die=True, on_worker_failure="restart", max_restarts=2)
+    assert exit_code == 1
+    assert capfd.readouterr().err.strip().splitlines()[-1].endswith("aborting after 2 restarts")
+    # Rank 0 sends 5 messages per incarnation: the dead ones' were read before each restart.
+    assert app.seen >= 3 * 5
+
+
+def test_workers_that_cannot_be_restarted_abort_whatever_the_run_says(tmp_path, capfd):
+    exit_code, app = run(tmp_path, die=True, on_worker_failure="restart", restartable=False)
+    assert exit_code == 1
+    assert capfd.readouterr().err.strip().splitlines()[-1].endswith("aborting")

@@ -41,9 +41,10 @@ from a3c.use.evaluation import build_model, score_greedy
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
+from hogwild.pool import BufferPool
 from hogwild.precision import resolve_amp
-from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
-from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop
+from hogwild.procs import resolve_start_method
+from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop, Workers
 from hogwild.rundir import RunDir
 
 log = logging.getLogger("a3c.run.trainer")
@@ -195,24 +196,23 @@ class A3CRun:
             raise self.callback_error
         return self.result
 
-    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+    def next_generation(self, last: Generation | None, telemetry: BufferPool) -> Workers | None:
         """One generation of workers for the whole run; the evaluator starts with it."""
         if last is not None:
             return None
-        cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
-        assert supervisor is not None and pool is not None  # RunLoop.run opened them first
+        cfg = self.cfg
         # The workers' clocks start with the loop's: rates, evaluations and stall warnings
         # count from here.
         self.last_eval = self.targets.last_progress = self.t0
         self.logger.restart(self.t0, self.steps.total)
-        target, on_failure = run_worker, cfg.on_worker_failure
+        target, restartable = run_worker, True
         if ALGORITHMS[cfg.algo].decoupled:
             # A restarted actor could not get its slots back from the learner's side of
             # the pool, nor a learner its CUDA state: a failure stops the run, with a
             # checkpoint.
-            target, on_failure = run_decoupled, "abort"
+            target, restartable = run_decoupled, False
             self.rollouts = Handoff.open(self.model, cfg, mp.get_context(cfg.start_method))
-        group = WorkerGroup(
+        workers = Workers(
             target,
             (
                 cfg,
@@ -222,7 +222,7 @@ class A3CRun:
                     self.shared.optimizer,
                     self.steps.per_worker,
                     self.steps.published,
-                    pool,
+                    telemetry,
                     self.resumed.horizon,
                     self.shared.obs_rms,
                     self.shared.return_rms,
@@ -230,16 +230,12 @@ class A3CRun:
                     self.learner_device,
                 ),
             ),
-            cfg.workers,
             worker_seed(cfg.seed, self.rank, self.steps.start),
-            num_threads=cfg.threads_per_worker,
-            start_method=cfg.start_method,
-            policy=FailurePolicy(on_failure, cfg.max_restarts),
-            on_restart=supervisor.restarted,
+            restartable=restartable,
         )
         if self.evaluator is not None:
             self.loop.watch(self.evaluator.start())
-        return group
+        return workers
 
     def on_message(self, view: dict[str, torch.Tensor]) -> None:
         self.stats.add(view)

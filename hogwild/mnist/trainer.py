@@ -43,9 +43,10 @@ from hogwild.mnist.report import (
     training_text,
 )
 from hogwild.mnist.worker import TELEMETRY, EpochPlan, make_optimizer, train_worker
+from hogwild.pool import BufferPool
 from hogwild.precision import check_amp
-from hogwild.procs import FailurePolicy, WorkerGroup, resolve_start_method
-from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop
+from hogwild.procs import resolve_start_method
+from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop, Workers
 from hogwild.rundir import RunDir
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,6 @@ class MnistRun:
         if resume is not None:
             samples = self._restore(resume)
 
-        self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
         self.live_eval: LiveEvaluation | None = None
         self.progress = Progress(stream=self.out)
         self._epoch, self._start = 0, 0.0
@@ -141,7 +141,7 @@ class MnistRun:
 
     # -- the run -----------------------------------------------------------------------
     def _open_run(self) -> None:
-        """Run folder, checkpoint path, telemetry pool: only once there is work to do."""
+        """Run folder and checkpoint path: only once there is work to do."""
         cfg = self.cfg
         resume_dir = None
         if cfg.resume and (Path(cfg.resume).parent / "config.json").is_file():
@@ -150,7 +150,6 @@ class MnistRun:
             self.loop.checkpoint_path = Path(cfg.checkpoint)
         self.rundir = self.loop.open_run_dir("mnist", cfg, cfg.run_name, resume_dir=resume_dir)
         self.checkpoint_path = self.loop.checkpoint_path
-        self.loop.open_pool()
 
     def run(self) -> MnistResult:
         """Train from ``start_epoch`` to ``cfg.epochs`` (or a stop); checkpoint; report."""
@@ -182,7 +181,7 @@ class MnistRun:
             f"run folder {self.rundir.path}"
         )
 
-    def next_generation(self, last: Generation | None) -> WorkerGroup | None:
+    def next_generation(self, last: Generation | None, telemetry: BufferPool) -> Workers | None:
         """After an epoch's generation: test, log, checkpoint; then the next epoch's.
 
         An epoch stopped before every worker (on every node) finished its shard does not
@@ -205,16 +204,15 @@ class MnistRun:
         if (last is not None and not last.completed) or self.epoch >= cfg.epochs or loop.stopping:
             self._last()
             return None
-        return self._generation(self.epoch)
+        return self._generation(self.epoch, telemetry)
 
     def _last(self) -> None:
         if self.loop.sync is not None:
             check_identical(self.flat, self.rank, self.nodes, self._print)
 
-    def _generation(self, epoch: int) -> WorkerGroup:
+    def _generation(self, epoch: int, telemetry: BufferPool) -> Workers:
         """One generation of workers: each trains on its shard of this epoch's shuffle."""
-        cfg, supervisor, pool = self.cfg, self.loop.supervisor, self.loop.pool
-        assert supervisor is not None and pool is not None  # RunLoop.run opened them first
+        cfg = self.cfg
         plan = EpochPlan(
             epoch=epoch,
             shuffle_seed=cfg.seed * 1_000_003 + epoch,
@@ -229,28 +227,23 @@ class MnistRun:
             node_rank=self.rank,
             nodes=self.nodes,
         )
-        group = WorkerGroup(
+        workers = Workers(
             train_worker,
             (
                 self.model,
                 self.optimizers,
-                pool,
+                telemetry,
                 self.data.train_images,
                 self.data.train_labels,
                 plan,
             ),
-            num_workers=cfg.workers,
             seed=cfg.seed + 100_003 * (epoch + 1) + 1_000_003 * self.rank,
-            num_threads=cfg.threads_per_worker,
-            start_method=cfg.start_method,
-            policy=self.policy,
-            on_restart=supervisor.restarted,
         )
         self.count.new_epoch()
         self._epoch = epoch
         self.model.train()
         self._start = time.monotonic()
-        return group
+        return workers
 
     def tick(self, ready: Sequence[Any], now: float) -> None:
         if self.live_eval is not None:

@@ -23,7 +23,7 @@ from tb_helpers import scalar_points
 
 from a3c.evaluate import main as evaluate_main
 from a3c.policy import ModelSpec
-from a3c.run import stopping
+from a3c.run import health
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train
 from a3c.train import main as train_main
@@ -336,8 +336,8 @@ def warned_run(tmp_path: Path, capfd, **settings) -> tuple[str, dict]:
 def test_entropy_collapse_warning(tmp_path, capfd, monkeypatch, lr, warned):
     """Adam at lr 0.05 with no entropy bonus makes CartPole's policy deterministic within
     a second; at 1e-5 the policy stays near uniform, stalled just as long but unwarned."""
-    monkeypatch.setattr(stopping, "STALL_S", 0.5)
-    monkeypatch.setattr(stopping, "FLAT_S", 0.5)  # and no false alarm of flat values
+    monkeypatch.setattr(health, "STALL_S", 0.5)
+    monkeypatch.setattr(health, "FLAT_S", 0.5)  # and no false alarm of flat values
     err, history = warned_run(
         tmp_path,
         capfd,
@@ -379,7 +379,7 @@ if "BlindCartPole-v1" not in gym.registry:
 
 @pytest.mark.parametrize("algo", ["a3c", "appo"])
 def test_flat_values_are_warned_of_once(tmp_path, capfd, monkeypatch, algo):
-    monkeypatch.setattr(stopping, "FLAT_S", 0.5)
+    monkeypatch.setattr(health, "FLAT_S", 0.5)
     err, history = warned_run(
         tmp_path, capfd, env="BlindCartPole-v1", algo=algo, n_steps=32, time_limit=1.5
     )

@@ -342,22 +342,22 @@ def test_a_resume_with_a_higher_target_stops_at_the_new_one():
     """The record says which target was reached: a run resumed with a higher one is not
     solved until its mean reaches that (a record from before it was kept counts as solved)."""
     from a3c.run.record import RunHistory, Solved
-    from a3c.run.stopping import Targets
+    from a3c.run.stopping import StopRules
     from a3c.run.telemetry import RunStats
 
     stats = RunStats()
     stats.recent.extend([150.0] * 100)
     history = RunHistory(solved_at=Solved(10.0, 1_000, target=100.0))
-    targets = Targets(A3CConfig(target_return=200.0), history, max_entropy=0.7)
-    assert not targets.solved_now(stats, 20.0, 2_000, now=20.0)
+    rules = StopRules(A3CConfig(target_return=200.0), history)
+    assert not rules.solved_now(stats, 20.0, 2_000)
     stats.recent.extend([250.0] * 100)
-    assert targets.solved_now(stats, 30.0, 3_000, now=30.0)
+    assert rules.solved_now(stats, 30.0, 3_000)
     assert history.solved_at == Solved(30.0, 3_000, 200.0)
     assert RunHistory.from_state(history.state()).solved_at == history.solved_at
     # A lower target than the one reached, or a record without its target: solved already.
     for solved in (Solved(10.0, 1_000, target=300.0), Solved(10.0, 1_000)):
-        again = Targets(A3CConfig(target_return=200.0), RunHistory(solved_at=solved), 0.7)
-        assert not again.solved_now(stats, 40.0, 4_000, now=40.0)
+        again = StopRules(A3CConfig(target_return=200.0), RunHistory(solved_at=solved))
+        assert not again.solved_now(stats, 40.0, 4_000)
 
 
 def test_a_resume_with_a_larger_budget_goes_on_with_the_decay_where_it_was(tmp_path):

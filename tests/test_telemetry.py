@@ -5,17 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from a3c.run.telemetry import MAX_EPISODES, STAT, STATS, RunStats, write_logs
-
-
-class Scalars:
-    """What a run folder was asked to write, by tag."""
-
-    def __init__(self) -> None:
-        self.written: dict[str, float] = {}
-
-    def scalars(self, values: dict[str, float], step: int) -> None:
-        self.written.update(values)
+from a3c.run.telemetry import MAX_EPISODES, STAT, STATS, RunStats, window_scalars
 
 
 def message(**figures: float) -> dict[str, torch.Tensor]:
@@ -31,18 +21,18 @@ def message(**figures: float) -> dict[str, torch.Tensor]:
 
 
 def test_a_window_of_only_skipped_updates_logs_how_many_were_skipped():
-    stats, run = RunStats(), Scalars()
+    stats = RunStats()
     stats.add(message(skipped=7, env_steps=640))
-    written = write_logs(run, stats, step=640, dt=1.0, steps=640, algo="appo")
+    written = window_scalars(stats, dt=1.0, steps=640, algo="appo")
     assert written["charts/skipped_updates"] == 7
     assert "losses/value_loss" not in written  # a mean per update needs an update
     assert not stats.window.any()  # the next window starts empty
 
 
 def test_a_window_with_updates_logs_their_means_and_counts():
-    stats, run = RunStats(), Scalars()
+    stats = RunStats()
     stats.add(message(updates=4, skipped=1, value_loss=2.0, dead_units=0.5))
-    written = write_logs(run, stats, step=1, dt=1.0, steps=1, algo="a3c")
+    written = window_scalars(stats, dt=1.0, steps=1, algo="a3c")
     assert written["losses/value_loss"] == 0.5
     assert written["charts/dead_units"] == 0.125
     assert written["charts/skipped_updates"] == 1

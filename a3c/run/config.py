@@ -13,7 +13,7 @@ from typing import Any
 
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
-from a3c.use.evaluation import DEFAULT_EVAL_MAX_STEPS
+from a3c.scoring import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
 from hogwild.optim import OPTIMIZERS

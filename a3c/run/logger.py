@@ -1,20 +1,22 @@
-"""What the main process reports as the run goes: TensorBoard scalars and the console line
-every ``--log-interval`` seconds, and the Python callbacks (rank 0 alone: only it has a run
-folder)."""
+"""What the main process reports as the run goes: the console line every ``--log-interval``
+seconds, the Python callbacks, and every TensorBoard scalar of the run (the log windows',
+the evaluations', the solved moment's and the callbacks' own). Rank 0 alone: only it has
+a run folder."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from a3c.run.callbacks import Callback, RunEvent, call_all
 from a3c.run.config import A3CConfig
-from a3c.run.telemetry import RunStats, status_line, write_logs
+from a3c.run.telemetry import RunStats, status_line, window_scalars
 from hogwild.console import Progress
 from hogwild.rundir import RunDir
 
 
 class RunLogger:
-    """Writes each log point's scalars (rates over the time since the last one)."""
+    """Writes each log point's scalars (rates over the time since the last one) and the
+    run's other scalars, into the run folder's TensorBoard."""
 
     def __init__(
         self,
@@ -39,11 +41,24 @@ class RunLogger:
         written: dict[str, float] = {}
         if self.rundir is not None:
             seconds = max(now - self.last, 1e-9)
-            written = write_logs(
-                self.rundir, stats, steps, seconds, steps - self.steps_at_last, self.cfg.algo
-            )
+            written = window_scalars(stats, seconds, steps - self.steps_at_last, self.cfg.algo)
+            self.rundir.scalars(written, steps)
         self.last, self.steps_at_last = now, steps
         return written
+
+    def eval_scores(self, metrics: Mapping[str, float], step: int) -> None:
+        """An evaluation's figures, as ``eval/<name>`` at the step of the model it scored."""
+        if self.rundir is not None:
+            self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
+
+    def solved(self, seconds: float, step: int) -> None:
+        """When the run reached its target (seconds of the whole run)."""
+        self.scalar("charts/solved_at_seconds", seconds, step)
+
+    def scalar(self, tag: str, value: float, step: int) -> None:
+        """One scalar: :meth:`RunEvent.log <a3c.run.callbacks.RunEvent.log>` writes here."""
+        if self.rundir is not None:
+            self.rundir.scalar(tag, value, step)
 
     def status(self, stats: RunStats, steps: int, seconds: float, start_steps: int) -> None:
         """The console's one live line."""

@@ -2,7 +2,7 @@
 
 A worker sums its per-update figures and collects finished episodes, and every
 ``SEND_EVERY_S`` ships them in one pool slot (a fixed layout: nothing is pickled); the
-main process adds each message to :class:`RunStats` and writes TensorBoard from it.
+main process adds each message to :class:`RunStats`, whose window it logs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from a3c.run.config import NO_STEP_BUDGET, A3CConfig
 from hogwild.console import Status
 from hogwild.pool import BufferPool, PoolTimeout
 from hogwild.procs import WorkerContext
-from hogwild.rundir import RunDir
 
 #: The losses' figures that are not logged: the share of updates whose values were flat
 #: (the trainer warns of it instead).
@@ -136,39 +135,46 @@ class RunStats:
     def mean_100(self) -> float:
         return float(np.mean(self.recent)) if self.recent else float("nan")
 
+    @property
+    def full_100(self) -> bool:
+        """Whether ``mean_100`` is over 100 episodes."""
+        return len(self.recent) == self.recent.maxlen
 
-def write_logs(
-    run: RunDir, stats: RunStats, step: int, dt: float, steps: int, algo: str = A3CConfig.algo
+
+def window_scalars(
+    stats: RunStats, dt: float, steps: int, algo: str = A3CConfig.algo
 ) -> dict[str, float]:
-    """Log the window's figures at ``step`` and start a new window; what was written."""
-    w, written = stats.window, {}
+    """The window's figures by TensorBoard tag (``steps`` env steps in ``dt`` seconds); the
+    next window starts empty. :class:`~a3c.run.logger.RunLogger` writes them."""
+    w = stats.window
+    scalars: dict[str, float] = {}
     if stats.window_returns:
-        episodes = {
-            "charts/episodic_return": float(np.mean(stats.window_returns)),
-            "charts/episodic_length": float(np.mean(stats.window_lengths)),
-            "charts/mean_return_100": stats.mean_100,
-        }
-        run.scalars(episodes, step)
-        written.update(episodes)
+        scalars.update(
+            {
+                "charts/episodic_return": float(np.mean(stats.window_returns)),
+                "charts/episodic_length": float(np.mean(stats.window_lengths)),
+                "charts/mean_return_100": stats.mean_100,
+            }
+        )
     n = w[STAT["updates"]]
     if n > 0 or w[STAT["skipped"]] > 0:
         # A window whose every update was skipped still logs its counts: the skipped
         # count is what explains it; means per update need an update.
-        scalars = {
-            m.tag: w[i] / n if m.logged == MEAN else w[i]
-            for i, m in enumerate(METRICS)
-            if m.tag is not None
-            and (m.algos is None or algo in m.algos)
-            and (n > 0 or m.logged != MEAN)
-        }
+        scalars.update(
+            {
+                m.tag: w[i] / n if m.logged == MEAN else w[i]
+                for i, m in enumerate(METRICS)
+                if m.tag is not None
+                and (m.algos is None or algo in m.algos)
+                and (n > 0 or m.logged != MEAN)
+            }
+        )
         scalars["perf/env_steps_per_sec"] = steps / dt
         scalars["perf/updates_per_sec"] = n / dt
-        run.scalars(scalars, step)
-        written.update(scalars)
     stats.window[:] = 0
     stats.window_returns.clear()
     stats.window_lengths.clear()
-    return {k: float(v) for k, v in written.items()}
+    return {k: float(v) for k, v in scalars.items()}
 
 
 def status_line(

@@ -2,8 +2,10 @@
 
 The main process builds the shared model and optimizer, starts the workers and the
 evaluator, and from then on only consumes: telemetry from the workers, scores from the
-evaluator. It alone writes TensorBoard, the console line and checkpoints, and decides
-when the run ends (step budget, time limit, target return, a signal, or a failure).
+evaluator. It alone writes TensorBoard and the console line (through its
+:class:`~a3c.run.logger.RunLogger`) and checkpoints, warns of a run that stopped learning
+(:mod:`a3c.run.health`), and decides when the run ends (step budget, time limit, target
+return, a signal, or a failure).
 """
 
 from __future__ import annotations
@@ -28,16 +30,17 @@ from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
 from a3c.run.decoupled import Handoff, learner_device, run_decoupled
+from a3c.run.health import Health
 from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers
 from a3c.run.record import A3CResult, rng_state
 from a3c.run.resume import BEST, Resumed, restore
 from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
-from a3c.run.stopping import Targets
+from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
 from a3c.run.worker import SharedRun, run_worker
-from a3c.use.evaluation import build_model, score_greedy
+from a3c.scoring import build_model, score_greedy
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
@@ -134,7 +137,8 @@ class A3CRun:
                 device=cfg.eval_device,
                 seed=cfg.seed,
             )
-        self.targets = Targets(cfg, self.history, self.model.dist.max_entropy)
+        self.stop_rules = StopRules(cfg, self.history)
+        self.health = Health(self.history, self.model.dist.max_entropy, cfg.target_return)
         self.logger = RunLogger(cfg, self.rundir, self.progress, callbacks)
         self.callback_error: Exception | None = None  # the first, raised from train()
         self.last_eval = 0.0  # when the evaluator last took a snapshot (monotonic s)
@@ -203,7 +207,8 @@ class A3CRun:
         cfg = self.cfg
         # The workers' clocks start with the loop's: rates, evaluations and stall warnings
         # count from here.
-        self.last_eval = self.targets.last_progress = self.t0
+        self.last_eval = self.t0
+        self.health.restart(self.t0)
         self.logger.restart(self.t0, self.steps.total)
         target, restartable = run_worker, True
         if ALGORITHMS[cfg.algo].decoupled:
@@ -242,7 +247,9 @@ class A3CRun:
 
     def tick(self, ready: Sequence[Any], now: float) -> str | None:
         self._count_steps()
-        reason = self._evaluate(ready, now) or self._check_solved(now)
+        reason = self._collect_scores(ready, now)
+        self._offer_snapshot(now)
+        reason = reason or self._check_solved(now)
         reason = self._log(now) or reason
         self.steps.publish()
         if self.steps.total >= self.cfg.total_steps:
@@ -301,30 +308,42 @@ class A3CRun:
     def _count_steps(self) -> None:
         self.steps.count(self.stats.env_steps)
 
-    def _evaluate(self, ready: Sequence[Any], now: float) -> str | None:
+    def _collect_scores(self, ready: Sequence[Any], now: float) -> str | None:
+        """The evaluator's new scores, each logged, kept as ``best.pt`` if it is the best
+        and told to the callbacks; a reason to stop if one reached the target."""
         if self.evaluator is None:
             return None
         reason = None
-        history = self.history
         for step, metrics, snapshot in self.evaluator.collect(ready):
-            self._dir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
+            self.logger.eval_scores(metrics, step)
             score = metrics["mean_return"]
-            if score > history.best_eval and snapshot is None:
-                # Its snapshot was dropped: keep the old best.pt and its record, rather
-                # than call "best" what best.pt does not hold.
-                log.warning("no snapshot kept for the evaluation at step %d", step)
-            elif score > history.best_eval:
-                state = self.checkpoint_state(snapshot, eval_mean_return=score)
-                if self.loop.save_checkpoint(state, self._dir.path / BEST) is not None:
-                    history.best_eval, history.best_eval_step = score, step
-            reason = self.targets.eval_reason(score) or reason
+            if score > self.history.best_eval:
+                self._save_best(score, step, snapshot)
+            reason = self.stop_rules.eval_reason(score) or reason
             if not self._call_back("eval", now, eval_mean_return=score):
                 reason = reason or STOPPED
-        if now - self.last_eval >= self.cfg.eval_interval and self.evaluator.offer(
+        return reason
+
+    def _save_best(self, score: float, step: int, snapshot: Snapshot | None) -> None:
+        """Save the snapshot that scored a new best as ``best.pt``, and record its score."""
+        if snapshot is None:
+            # Its snapshot was dropped: keep the old best.pt and its record, rather than
+            # call "best" what best.pt does not hold.
+            log.warning("no snapshot kept for the evaluation at step %d", step)
+            return
+        state = self.checkpoint_state(snapshot, eval_mean_return=score)
+        if self.loop.save_checkpoint(state, self._dir.path / BEST) is not None:
+            self.history.best_eval, self.history.best_eval_step = score, step
+
+    def _offer_snapshot(self, now: float) -> None:
+        """Offer the evaluator the shared model every ``--eval-interval`` seconds (taken
+        only when it has a free slot: training never waits for it)."""
+        if self.evaluator is None or now - self.last_eval < self.cfg.eval_interval:
+            return
+        if self.evaluator.offer(
             self.shared.flat, self.steps.total, self.shared.buffers, keep=self._offered_state
         ):
             self.last_eval = now
-        return reason
 
     def _offered_state(self) -> dict[str, Any]:
         """What ``best.pt`` keeps beside an offered snapshot (copied only when the evaluator
@@ -336,23 +355,19 @@ class A3CRun:
 
     def _check_solved(self, now: float) -> str | None:
         steps = self.steps.total
-        if not self.targets.solved_now(self.stats, self._run_seconds(now), steps, now):
+        if not self.stop_rules.solved_now(self.stats, self._run_seconds(now), steps):
             return None
         solved = self.history.solved_at  # set by solved_now
-        if self.rundir is not None and solved is not None:
-            self.rundir.scalar("charts/solved_at_seconds", solved.seconds, steps)
-        return self.targets.train_reason(self.stats)
+        if solved is not None:
+            self.logger.solved(solved.seconds, steps)
+        return self.stop_rules.train_reason(self.stats)
 
     def _log(self, now: float) -> str | None:
         """Log when due; a reason to stop if a callback asked for one."""
         if not self.logger.due(now):
             return None
-        for warning in (
-            self.targets.entropy_collapse(self.stats, now),
-            self.targets.flat_values(self.stats, now),
-        ):
-            if warning:
-                self.progress.print(warning)
+        for warning in self.health.warnings(self.stats, now, self.stop_rules.solved):
+            self.progress.print(warning)
         steps = self.steps.total
         written = self.logger.write(self.stats, steps, now)
         self.logger.status(self.stats, steps, now - self.t0, self.steps.start)
@@ -380,7 +395,7 @@ class A3CRun:
             best_eval=finite_or_none(history.best_eval),
             stats=dict(stats or {}),
             run_dir=self._dir.path,
-            _writer=self._dir.scalar,
+            _writer=self.logger.scalar,
         )
         try:
             return self.logger.call_back(event)
@@ -403,7 +418,7 @@ class A3CRun:
     def _run_state(self) -> dict[str, Any]:
         """Everything a checkpoint holds but the model, as of now (copies, not views)."""
         now = time.monotonic()
-        self.targets.track_best_100(self.stats, self._run_seconds(now), self.steps.total, now)
+        self.stop_rules.track_best_100(self.stats, self._run_seconds(now), self.steps.total)
         self.history.recent = list(self.stats.recent)
         self.history.episodes = self.stats.episodes
         return {

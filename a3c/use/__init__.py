@@ -1,2 +1,3 @@
-"""Using a result: scoring a policy (:mod:`.evaluation`), loading a saved one
-(:mod:`.saved`) and acting with it from Python (:mod:`.agent`)."""
+"""Using a result: loading a saved policy and its score (:mod:`.saved`), acting with it from
+Python (:mod:`.agent`) and exporting it (:mod:`.graph`, :mod:`.exporting`). The episodes
+themselves are played by :mod:`a3c.scoring`, which the run's evaluator shares."""

@@ -15,7 +15,7 @@ import torch
 from a3c.actions import ActionSpec, BoxActions, MultiDiscreteActions
 from a3c.envs import env_spaces
 from a3c.policy import ActorCritic, ModelSpec
-from a3c.use.evaluation import play_episodes
+from a3c.scoring import play_episodes
 from hogwild.checkpoint import load_checkpoint
 from hogwild.errors import UsageError
 

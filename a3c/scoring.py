@@ -1,5 +1,10 @@
 """Scoring a policy: whole episodes on a fresh environment, greedy or stochastic.
 
+The run's evaluator process scores with :func:`score_greedy`; ``python -m a3c.evaluate``
+and :func:`a3c.api.evaluate` play a saved policy with :func:`play_episodes`. A module of
+its own below :mod:`a3c.run` and :mod:`a3c.use`, so that training imports nothing of
+using a result.
+
 Every episode is capped (``max_steps``, the run's ``--eval-max-steps``), so that an env
 without a time limit cannot hold the evaluator in one episode forever; by default the
 cap is the env's own ``spec.max_episode_steps``, else :data:`DEFAULT_EVAL_MAX_STEPS`.

@@ -1,4 +1,4 @@
-"""a3c.use.evaluation: greedy evaluation always ends.
+"""a3c.scoring: greedy evaluation always ends.
 
 Every episode is capped (episode_cap: the env's own limit, else a constant, or
 ``--eval-max-steps``) and the cut ones are reported; a recurrent state starts afresh after
@@ -23,7 +23,7 @@ from a3c.evaluate import build_parser as evaluate_parser
 from a3c.policy import ModelSpec
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
-from a3c.use.evaluation import (
+from a3c.scoring import (
     DEFAULT_EVAL_MAX_STEPS,
     episode_cap,
     play_episodes,
@@ -164,7 +164,7 @@ def test_a_recurrent_state_starts_afresh_after_a_lost_life():
 
 def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
     model = mlp(2, 2)
-    with caplog.at_level(logging.WARNING, logger="a3c.use.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="a3c.scoring"):
         metrics = score_greedy(
             model, "cpu", 7, env_id=ENDLESS_ID, env_kwargs={}, episodes=2, seed=0, max_steps=CAP
         )
@@ -178,7 +178,7 @@ def test_an_endless_episode_is_cut_at_the_cap_and_reported(caplog, one_thread):
 
 def test_episodes_the_env_itself_ends_are_not_capped(caplog, one_thread):
     model = mlp(4, 2)
-    with caplog.at_level(logging.WARNING, logger="a3c.use.evaluation"):
+    with caplog.at_level(logging.WARNING, logger="a3c.scoring"):
         metrics = score_greedy(
             model,
             "cpu",

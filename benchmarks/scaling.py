@@ -45,7 +45,7 @@ from a3c.learning.normalize import RunningMeanStd
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic, ModelSpec
 from a3c.run.config import A3CConfig
-from a3c.run.decoupled import stored
+from a3c.run.handoff import stored
 from a3c.run.presets import config_for
 from a3c.run.shared_model import make_optimizer, model_spec
 from a3c.run.telemetry import STATS

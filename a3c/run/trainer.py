@@ -30,7 +30,8 @@ from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
 from a3c.run.config import A3CConfig
-from a3c.run.decoupled import Handoff, learner_device, run_decoupled
+from a3c.run.decoupled import learner_device, run_decoupled
+from a3c.run.handoff import Handoff
 from a3c.run.health import Health
 from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers

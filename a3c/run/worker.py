@@ -9,7 +9,6 @@ episodes and the learner's figures go to the main process as telemetry.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -22,14 +21,12 @@ from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
+from a3c.run.handoff import Handoff
 from a3c.run.telemetry import WorkerTelemetry
 from hogwild.flat import flatten_parameters
 from hogwild.optim import SharedOptimizer
 from hogwild.pool import BufferPool
 from hogwild.procs import WorkerContext
-
-if TYPE_CHECKING:
-    from a3c.run.decoupled import Handoff
 
 __all__ = ["SharedRun", "learner_settings", "run_steps", "run_worker"]
 

@@ -175,7 +175,7 @@ class A3CRun:
                     f" {cfg.workers}: its settings may not hold (docs/tuning.md)"
                 )
             cores = os.cpu_count() or 1
-            if measured is not None and cores > cfg.workers and not ALGORITHMS[cfg.algo].decoupled:
+            if measured is not None and cores > measured and not ALGORITHMS[cfg.algo].decoupled:
                 self.progress.print(
                     f"note: {cores} cores here, {cfg.workers} workers: preset {cfg.preset}"
                     f" pins {cfg.algo} to {measured}; --algo ppo uses every core (one learner,"

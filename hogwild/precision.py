@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 
 import torch
 
@@ -67,6 +68,7 @@ class Precision:
         self.device_type = device_type
         self.dtype = AMP_DTYPES.get(amp)
         self.scaler = torch.amp.GradScaler(device_type) if amp == "fp16" else None
+        self._holder: torch.nn.Parameter | None = None
 
     def autocast(self) -> AbstractContextManager:
         if self.dtype is None:
@@ -76,6 +78,22 @@ class Precision:
     def backward(self, loss: torch.Tensor) -> None:
         (loss if self.scaler is None else self.scaler.scale(loss)).backward()
 
+    def unscale(self, grad: torch.Tensor) -> None:
+        """fp16: divide a flat gradient (:func:`hogwild.flat.attach_flat_grad`) by the loss
+        scale before it is clipped, noting whether it is finite for :meth:`update`; an
+        optimizer of the engine's own steps on it then (the scaler cannot step one)."""
+        if self.scaler is None:
+            return
+        if self._holder is None or self._holder.grad is not grad:
+            self._holder = torch.nn.Parameter(grad.detach(), requires_grad=False)
+            self._holder.grad = grad
+        self.scaler.unscale_(_Holder([{"params": [self._holder]}]))  # type: ignore[arg-type]
+
+    def update(self) -> None:
+        """fp16: after :meth:`unscale` and the step (or its skip), grow or cut the scale."""
+        if self.scaler is not None:
+            self.scaler.update()
+
     def step(self, optimizer: torch.optim.Optimizer) -> None:
         """``optimizer.step()``; with a scaler, skipped on non-finite gradients."""
         if self.scaler is None:
@@ -83,3 +101,10 @@ class Precision:
         else:
             self.scaler.step(optimizer)
             self.scaler.update()
+
+
+@dataclass
+class _Holder:
+    """What ``GradScaler.unscale_`` reads of an optimizer: its parameter groups."""
+
+    param_groups: list[dict]

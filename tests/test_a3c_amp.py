@@ -1,6 +1,7 @@
 """``a3c.train --amp bf16``: the learning passes run under CPU autocast, with the conv
 encoder in bf16 and the head in fp32; acting stays fp32; the gradient is close to fp32's
-and still learns; fp16 (CUDA only) is refused in one line."""
+and still learns; fp16 is a CUDA learner's only (``--algo ppo``), with its gradient unscaled
+before the clip, and is refused in one line elsewhere."""
 
 from __future__ import annotations
 
@@ -11,12 +12,18 @@ import torch
 
 from a3c.envs.make import make_vector_env
 from a3c.learning.collect import Collector
+from a3c.learning.learner import Learner
 from a3c.learning.loss import a3c_loss
+from a3c.learning.metrics import Tally
 from a3c.learning.ppo import behaviour, ppo_loss
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
+from a3c.run.config import A3CConfig
 from a3c.run.presets import config_for
+from a3c.run.shared_model import make_optimizer
+from a3c.run.telemetry import STATS
 from a3c.run.trainer import train
+from a3c.run.worker import learner_settings
 from a3c.train import main as train_main
 from hogwild.flat import attach_flat_grad, flatten_parameters
 from hogwild.precision import Precision, native_bf16, resolve_amp
@@ -123,3 +130,43 @@ def test_auto_is_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch):
     assert resolve_amp("auto") == "off"
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True})
     assert resolve_amp("auto") == "bf16"
+
+
+def test_an_fp16_learner_steps_on_the_unscaled_gradient_and_skips_an_overflow():
+    """fp16 runs only on a CUDA learner, so its mechanics are checked here on the CPU's
+    autocast and GradScaler: the gradient the clip and the step see is fp32's size, and a
+    scale that overflows fp16 skips that step and is cut."""
+    model, _, rollout = _conv_policy_and_rollout(record=True)
+    flat = flatten_parameters(model)
+    cfg = A3CConfig(
+        env=ENV, algo="ppo", workers=2, amp="fp16", learner_device="cuda", max_grad_norm=1e9
+    )
+    shared = flat.clone()
+    learner = Learner(
+        learner_settings(cfg), model=model, local=flat, shared=shared,
+        optimizer=make_optimizer(cfg, shared), rank=0, stats=Tally(STATS),
+    )  # fmt: skip
+    b = behaviour(model, rollout, UPDATE.gamma, UPDATE.gae_lambda)
+    idx = torch.arange(rollout.rewards.numel())
+    loss = lambda: ppo_loss(model, rollout, b, idx, UPDATE)  # noqa: E731
+    fp32 = _gradient(model, learner.grad, loss, "off")
+    # 2^40 overflows fp16 (its max is 65,504); the cut to 2^10 does not.
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40, backoff_factor=2.0**-30)
+    learner.precision.scaler = scaler
+    for _ in range(2):
+        with learner.precision.autocast():
+            value, figures = loss()
+        learner.step(value, 1e-9, figures.stacked().tolist())
+        assert scaler.get_scale() == 2.0**10
+    assert learner.stats["skipped"] == 1 and learner.stats["updates"] == 1
+    cosine = torch.nn.functional.cosine_similarity(learner.grad, fp32, dim=0)
+    assert cosine > 0.99, float(cosine)
+    assert (learner.grad.norm() / fp32.norm() - 1).abs() < 0.05
+
+
+def test_fp16_with_a_learner_on_the_cpu_is_refused_in_one_line(capsys, tmp_path):
+    argv = ["--env", "CartPole-v1", "--algo", "ppo", "--workers", "2", "--amp", "fp16"]
+    assert train_main([*argv, "--learner-device", "cpu", "--logdir", str(tmp_path)]) == 2
+    assert not any(tmp_path.iterdir())
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "learner is on the CPU" in err, err

@@ -7,6 +7,8 @@ optimizer, and its figures, then the learner's own, summed by name into the work
 :class:`~a3c.learning.metrics.Tally`. With ``amp="bf16"`` the forward passes that learn
 run under CPU autocast (the policy's encoder and trunk in bf16, its head and LSTM core in
 fp32); the backward pass, the gradient and the step stay fp32. Acting is not affected.
+A CUDA learner (``--algo ppo``) also takes ``fp16``: the loss scaled by a ``GradScaler``,
+the gradient unscaled before the clip, a step with an overflow skipped.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ class LearnerSettings:
     minibatches: int = 1  # APPO: steps per pass
     recompute_advantages: bool = False  # APPO: fresh targets before each later epoch
     target_kl: float | None = None  # APPO: stop a rollout's epochs past KL_STOP x this
-    amp: str = "off"  # "bf16" (or "auto" on a CPU with bf16 instructions): the passes
-    #                   that learn run under CPU autocast
+    amp: str = "off"  # "bf16" (or "auto" on a CPU with bf16 instructions), "fp16" (CUDA):
+    #                   the passes that learn run under autocast
 
 
 class Learner:
@@ -118,13 +120,16 @@ class Learner:
         summed into ``stats``."""
         if not held:
             self.grad.zero_()
-        loss.backward()
+        self.precision.backward(loss)
+        self.precision.unscale(self.grad)
         grad_norm = clip_grad_norm_(self.grad, self.settings.max_grad_norm)
         # Only the loss and the gradient can veto an update, never a logged figure.
-        if np.isfinite(grad_norm) and np.isfinite(loss.item()):
+        finite = bool(np.isfinite(grad_norm) and np.isfinite(loss.item()))
+        if finite:
             self.optimizer.step(self.grad, self.rank, lr)
             self.stats.add("updates")
             self._add_figures((*figures, grad_norm, lr, self.dead.share))
-            return True
-        self.stats.add("skipped")
-        return False
+        else:
+            self.stats.add("skipped")
+        self.precision.update()
+        return finite

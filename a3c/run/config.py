@@ -146,7 +146,7 @@ class A3CConfig(EngineConfig):
         "bf16: the workers' learning passes (forward over the rollout, loss) run under CPU "
         "autocast, the conv encoder and trunk in bf16; acting, gradients and the shared "
         "optimizer stay fp32; auto: bf16 where the CPU has bf16 instructions (AVX512-BF16, "
-        "AMX), else off (fp16 needs CUDA, which the workers do not use)",
+        "AMX), else off; fp16: --algo ppo's learner on CUDA only, with a GradScaler",
         group=ALGO,
         choices=("off", "auto", "bf16", "fp16"),
     )
@@ -311,12 +311,16 @@ class A3CConfig(EngineConfig):
         if isinstance(self.preset_wrappers, (list, tuple)):
             self.preset_wrappers = tuple(reference_to(w, "wrapper") for w in self.preset_wrappers)
         check(self)
-        check_amp(self.amp, "cpu", why_cpu="a3c's workers learn on the CPU")
+        algo = ALGORITHMS[self.algo]
+        if not algo.decoupled:
+            check_amp(self.amp, "cpu", why_cpu="a3c's workers learn on the CPU")
+        elif self.learner_device == "cpu":
+            check_amp(self.amp, "cpu", why_cpu="the learner is on the CPU")
+        # else checked once the learner's device is known (a3c.run.trainer.run_config)
         if self.optimizer_eps is not None and self.optimizer == "sgd":
             raise UsageError(
                 "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"
             )
-        algo = ALGORITHMS[self.algo]
         if algo.decoupled and self.workers < 2:
             raise UsageError(
                 f"--algo {self.algo} needs --workers 2 or more: one learns, the others act"

@@ -134,8 +134,7 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     if device == "cpu":
         torch.set_num_threads(cfg.learner_threads)
     telemetry = WorkerTelemetry(run.pool, ctx.rank, ctx)
-    stats = telemetry.stats
-    learner, publish = _learner(cfg, run, device, stats)
+    learner, publish = _learner(cfg, run, device, telemetry.stats)
     frames_turned = turned(learner.model)
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
@@ -144,22 +143,12 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             if slot is not None:
                 pace.taken(was_waiting)
                 try:
-                    lag = learner.optimizer.total_steps - int(rollouts.view(slot)["version"])
-                    stats.peak("policy_lag_max", lag)
-                    if lag > cfg.max_policy_lag:
-                        stats.add("stale_rollouts")
-                    else:
-                        updates = stats["updates"]
-                        if run.obs_rms is not None:
-                            learner.model.set_obs_stats(*run.obs_rms.mean_std())
-                        rollout = slot_rollout(rollouts.view(slot), device, frames_turned)
-                        learner.learn(rollout, run_steps(run))
-                        made = stats["updates"] - updates
-                        stats.add("policy_lag", lag * made)
-                        stats.add("rollouts_in_flight", pace.limit * made)
+                    learned = _learn_one(
+                        cfg, run, learner, rollouts.view(slot), pace, frames_turned
+                    )
                 finally:
                     rollouts.release(slot)
-                if publish is not None:
+                if learned and publish is not None:
                     publish()
             if telemetry.due():
                 telemetry.send()
@@ -167,3 +156,28 @@ def _learn(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
         if publish is not None:
             publish()
     telemetry.send()
+
+
+def _learn_one(
+    cfg: A3CConfig,
+    run: SharedRun,
+    learner: Learner,
+    slot: dict[str, Tensor],
+    pace: Pace,
+    frames_turned: bool,
+) -> bool:
+    """Learn from one handed-over rollout, unless it is older than ``max_policy_lag``."""
+    stats = learner.stats
+    lag = learner.optimizer.total_steps - int(slot["version"])
+    stats.peak("policy_lag_max", lag)
+    if lag > cfg.max_policy_lag:
+        stats.add("stale_rollouts")
+        return False
+    updates = stats["updates"]
+    if run.obs_rms is not None:
+        learner.model.set_obs_stats(*run.obs_rms.mean_std())
+    learner.learn(slot_rollout(slot, run.learner_device, frames_turned), run_steps(run))
+    made = stats["updates"] - updates
+    stats.add("policy_lag", lag * made)
+    stats.add("rollouts_in_flight", pace.limit * made)
+    return True

@@ -47,7 +47,7 @@ from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.pool import BufferPool
-from hogwild.precision import resolve_amp
+from hogwild.precision import check_amp, resolve_amp
 from hogwild.procs import resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop, Workers
 from hogwild.rundir import RunDir
@@ -469,8 +469,10 @@ def run_config(cfg: A3CConfig, learner_device: str, horizon: Horizon) -> A3CConf
     record where this session's decays start, for a later resume (:mod:`a3c.run.resume`).
     """
     start_method = resolve_start_method(cfg.start_method)
-    if ALGORITHMS[cfg.algo].decoupled and learner_device == "cuda":
-        start_method = "spawn"
+    if ALGORITHMS[cfg.algo].decoupled:
+        check_amp(cfg.amp, learner_device, why_cpu="the learner is on the CPU")
+        if learner_device == "cuda":
+            start_method = "spawn"
     target = _reward_threshold(cfg.env) if cfg.target_return is None else cfg.target_return
     return dataclasses.replace(
         cfg,

@@ -320,23 +320,3 @@ def test_an_lstm_asked_for_overrides_a_presets_separate_networks():
     # Asked for both: the user's contradiction is refused at the model, in one line.
     cfg = config_for("CartPole-v1", policy="lstm", separate_networks=True)
     assert cfg.separate_networks is True
-
-
-def test_a_pinned_preset_on_more_cores_points_to_the_decoupled_algorithm(
-    tmp_path, monkeypatch, capsys
-):
-    """Atari's APPO runs the 2 workers its rate was measured at; on a machine with more
-    cores the run says which algorithm uses them."""
-    presets = {**load_presets(), "CartPole-v1": {"workers": 1}}
-    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
-    monkeypatch.setattr("os.cpu_count", lambda: 16)
-    for algo in ("a3c", "ppo"):
-        cfg = config_for(
-            "CartPole-v1", algo=algo, workers=2, total_steps=2_000, eval_interval=0,
-            logdir=str(tmp_path / algo),
-        )  # fmt: skip
-        assert train(cfg).exit_code == 0
-        err = capsys.readouterr().err
-        noted = "note: 16 cores here, 2 workers: preset CartPole-v1 pins a3c to 1" in err
-        assert noted == (algo == "a3c"), err
-        assert ("--algo ppo uses every core" in err) == (algo == "a3c"), err

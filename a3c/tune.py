@@ -332,7 +332,7 @@ def run(args: argparse.Namespace) -> int:
 def _preset(args: argparse.Namespace) -> A3CConfig:
     """The env's preset with ``--algo`` and ``--workers`` where given, as ``a3c.train``
     resolves it; ``args`` takes its algorithm and worker count, which every trial runs
-    and the file records. Unset, the workers are the preset's where it sets them, else
+    and the file records. Unset, the workers are the preset's (Atari's APPO: 2), else
     the cores shared among the jobs."""
     asked = {k: v for k in ("algo", "workers") if (v := getattr(args, k)) is not None}
     cfg = config_for(args.env, **asked)

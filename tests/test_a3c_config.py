@@ -77,10 +77,10 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
     }
 
 
-def test_atari_runs_on_every_core_with_its_frames_centred():
-    """Centred frames kept Pong's first layer alive at 8 workers, so no worker count is
-    pinned: every algorithm gets the default, one worker per core."""
-    for algo in ("appo", "ppo", "a3c"):
+def test_atari_appo_runs_the_two_workers_its_rate_was_measured_at_on_centred_frames():
+    assert config_for("ALE/Qbert-v5").workers == 2
+    assert config_for("ALE/Qbert-v5", workers=8).workers == 8  # a flag still overrides it
+    for algo in ("ppo", "a3c"):
         cfg = config_for("ALE/Qbert-v5", algo=algo)
         assert cfg.workers == A3CConfig().workers and cfg.center_frames, algo
 
@@ -322,3 +322,23 @@ def test_an_lstm_asked_for_overrides_a_presets_separate_networks():
     # Asked for both: the user's contradiction is refused at the model, in one line.
     cfg = config_for("CartPole-v1", policy="lstm", separate_networks=True)
     assert cfg.separate_networks is True
+
+
+def test_a_pinned_preset_on_more_cores_points_to_the_decoupled_algorithm(
+    tmp_path, monkeypatch, capsys
+):
+    """Atari's APPO runs the 2 workers its rate was measured at; on a machine with more
+    cores the run says which algorithm uses them."""
+    presets = {**load_presets(), "CartPole-v1": {"workers": 1}}
+    monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    for algo in ("a3c", "ppo"):
+        cfg = config_for(
+            "CartPole-v1", algo=algo, workers=2, total_steps=2_000, eval_interval=0,
+            logdir=str(tmp_path / algo),
+        )  # fmt: skip
+        assert train(cfg).exit_code == 0
+        err = capsys.readouterr().err
+        noted = "note: 16 cores here, 2 workers: preset CartPole-v1 pins a3c to 1" in err
+        assert noted == (algo == "a3c"), err
+        assert ("--algo ppo uses every core" in err) == (algo == "a3c"), err

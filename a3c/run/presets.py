@@ -96,7 +96,7 @@ def resolve_preset(
 
 def measured_workers(cfg: A3CConfig) -> int | None:
     """The worker count the run's preset sets, because its settings were measured there
-    (none does today); None where it sets none."""
+    (Atari's APPO: 2); None where it sets none."""
     try:
         return resolve_preset(cfg.env, cfg.preset, cfg.algo)[1].get("workers")
     except UsageError:  # a resumed run's preset that presets.toml no longer has

@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import logging
 import multiprocessing as mp
+import os
 import shutil
 import time
 from collections.abc import Sequence
@@ -172,6 +173,13 @@ class A3CRun:
                 self.progress.print(
                     f"warning: preset {cfg.preset} was measured with {measured} workers, not"
                     f" {cfg.workers}: its settings may not hold (docs/tuning.md)"
+                )
+            cores = os.cpu_count() or 1
+            if measured is not None and cores > measured and not ALGORITHMS[cfg.algo].decoupled:
+                self.progress.print(
+                    f"note: {cores} cores here, {cfg.workers} workers: preset {cfg.preset}"
+                    f" pins {cfg.algo} to {measured}; --algo ppo uses every core (one learner,"
+                    " on CUDA or --learner-threads, beside the actors)"
                 )
             resumed = self.resumed
             if resumed.ignored:

@@ -27,7 +27,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.envs import make_env
+from a3c.envs import make_env, make_vector_env
+from a3c.envs.make import is_multiagent_id
+from a3c.envs.multiagent import AgentRows
 from a3c.policy import ActorCritic, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -68,6 +70,9 @@ def play_episodes(
     """``episodes`` episodes (seeded ``seed``, ``seed + 1``, ...) on ``env``, or on a fresh
     ``make_env(env_id, scoring=True, **env_kwargs)``, each cut at :func:`episode_cap`."""
     own_env = env is None
+    if env is None and is_multiagent_id(env_id):
+        return play_games(model, env_id, episodes, seed, greedy=greedy, device=device,
+                          env_kwargs=env_kwargs, max_steps=max_steps)  # fmt: skip
     if env is None:
         env = make_env(env_id, scoring=True, **(env_kwargs or {}))
     returns = np.zeros(episodes)
@@ -98,6 +103,57 @@ def play_episodes(
     finally:
         if own_env:
             env.close()
+    return Episodes(returns, lengths, capped)
+
+
+def play_games(
+    model: ActorCritic,
+    env_id: str,
+    games: int,
+    seed: int,
+    *,
+    greedy: bool = True,
+    device: torch.device | str = "cpu",
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_steps: int | None = None,
+) -> Episodes:
+    """``games`` games of a PettingZoo env, one after another (the first seeded ``seed``):
+    each game's return is its agents' mean. In a turn-based game the policy plays one seat
+    against a random legal player (seat ``i % agents`` in game ``i``), and the return is
+    its seat's, so a policy that wins every game scores the win's reward."""
+    envs = make_vector_env(env_id, 1, seed, **(env_kwargs or {}))
+    assert isinstance(envs, AgentRows)
+    rng = np.random.default_rng(seed)
+    n, turns = envs.num_envs, envs.games[0].turns
+    cap = max_steps or DEFAULT_EVAL_MAX_STEPS
+    returns = np.zeros(games)
+    lengths = np.zeros(games, dtype=np.int64)
+    capped = np.zeros(games, dtype=bool)
+    try:
+        obs, _ = envs.reset(seed=seed)
+        got, game = np.zeros(n), 0
+        with torch.no_grad():
+            while game < games:
+                x = torch.as_tensor(obs, device=device)
+                actions = model.dist.to_env(model.act(x, greedy).cpu())
+                if turns:  # the other seats play uniformly among their legal moves
+                    for row in range(n):
+                        if row != game % n:
+                            legal = np.flatnonzero(obs[row, -model.n_pi :] > 0.5)
+                            actions[row] = rng.choice(legal) if legal.size else 0
+                obs, reward, _, _, info = envs.step(actions)
+                got += reward
+                lengths[game] += 1
+                if not info["team"] and lengths[game] < cap:
+                    continue
+                capped[game] = not info["team"]
+                returns[game] = got[game % n] if turns else got.mean()
+                got[:] = 0
+                game += 1
+                if capped[game - 1] and game < games:
+                    obs, _ = envs.reset()
+    finally:
+        envs.close()
     return Episodes(returns, lengths, capped)
 
 

@@ -10,7 +10,7 @@ from a3c.envs import atari, minatar, minigrid
 __all__ = ["FAMILIES", "family_of", "is_mujoco_id"]
 
 #: The families with a preset table of their own, in the order ids are tested.
-FAMILIES = ("minatar", "minigrid", "atari", "mujoco")
+FAMILIES = ("minatar", "minigrid", "atari", "mujoco", "pettingzoo")
 
 
 def is_mujoco_id(env_id: str) -> bool:
@@ -24,7 +24,8 @@ def is_mujoco_id(env_id: str) -> bool:
 
 
 def family_of(env_id: str) -> str | None:
-    """``"minatar"``, ``"minigrid"``, ``"atari"``, ``"mujoco"``, or None for the rest."""
+    """``"minatar"``, ``"minigrid"``, ``"atari"``, ``"mujoco"``, ``"pettingzoo"`` (any factory
+    of PettingZoo envs), or None for the rest."""
     if minatar.is_minatar_id(env_id):
         return "minatar"
     if minigrid.is_minigrid_id(env_id):
@@ -33,4 +34,8 @@ def family_of(env_id: str) -> str | None:
         return "atari"
     if is_mujoco_id(env_id):
         return "mujoco"
+    from a3c.envs.make import is_multiagent_id  # builds the env once: asked last
+
+    if is_multiagent_id(env_id):
+        return "pettingzoo"
     return None

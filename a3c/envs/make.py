@@ -22,6 +22,7 @@ loss. (Behaviour checked in ``gymnasium/vector/sync_vector_env.py``, gymnasium 1
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -35,11 +36,19 @@ from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
 from a3c.envs.families import family_of
+from a3c.envs.multiagent import AgentRows, agent_spaces, is_multiagent
 from a3c.envs.refs import apply_wrapper, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_takes
 from hogwild.errors import UsageError
 
-__all__ = ["env_spaces", "final_observations", "make_atari_env", "make_env", "make_vector_env"]
+__all__ = [
+    "env_spaces",
+    "final_observations",
+    "is_multiagent_id",
+    "make_atari_env",
+    "make_env",
+    "make_vector_env",
+]
 
 
 def make_env(
@@ -80,6 +89,12 @@ def make_env(
         if scoring:
             options.update(terminal_on_life_loss=False, clip_rewards=False, fire_on_life_loss=True)
     env = _gym_make(env_id, kwargs)
+    if is_multiagent(env):
+        env.close()
+        raise UsageError(
+            f"{env_id!r} is a PettingZoo env: it runs as one row per agent "
+            "(a3c.envs.make_vector_env), not as one Gymnasium env"
+        )
 
     def wrap(env: gym.Env) -> gym.Env:
         beneath: list[str] = []
@@ -155,8 +170,12 @@ def wrap_and_seed(env: gym.Env, wrap: Callable[[gym.Env], gym.Env], seed: int | 
     return env
 
 
-def make_vector_env(env_id: str, num_envs: int, seed: int, **kwargs: Any) -> SyncVectorEnv:
-    """``num_envs`` copies of :func:`make_env` in one process, sub-env i seeded ``seed + i``.
+def make_vector_env(
+    env_id: str, num_envs: int, seed: int, **kwargs: Any
+) -> SyncVectorEnv | AgentRows:
+    """``num_envs`` copies of :func:`make_env` in one process, sub-env i seeded ``seed + i``;
+    for a PettingZoo env, ``num_envs`` games, one row per agent of each
+    (:class:`~a3c.envs.multiagent.AgentRows`).
 
     Uses ``SAME_STEP`` autoreset (see the module docstring): ``obs`` after a step is
     always the observation to act on next; the ended episodes' last observations are in
@@ -166,6 +185,8 @@ def make_vector_env(env_id: str, num_envs: int, seed: int, **kwargs: Any) -> Syn
     """
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise UsageError(f"the number of environments must be a positive integer, got {num_envs!r}")
+    if is_multiagent_id(env_id):
+        return _agent_rows(env_id, num_envs, seed, kwargs)
     envs = SyncVectorEnv(
         [partial(make_env, env_id, seed + i, **kwargs) for i in range(num_envs)],
         autoreset_mode=AutoresetMode.SAME_STEP,
@@ -179,6 +200,12 @@ def env_spaces(env_id: str, **kwargs: Any) -> EnvSpaces:
 
     Raises :class:`UsageError` exactly where :func:`make_env` would.
     """
+    if is_multiagent_id(env_id):
+        game = _pettingzoo_env(env_id, kwargs)
+        try:
+            return agent_spaces(game, env_id).spaces()
+        finally:
+            game.close()
     env = make_env(env_id, **kwargs)
     try:
         return describe_spaces(env)
@@ -278,10 +305,58 @@ def _from_factory(ref: str, kwargs: dict[str, Any]) -> gym.Env:
         env = resolve(ref, "env factory")(**kwargs)
     except TypeError as e:
         raise UsageError(f"bad arguments for env factory {ref!r}: {_one_line(e)}") from e
+    if is_multiagent(env):
+        return env  # AgentRows applies max_episode_steps
     if not isinstance(env, gym.Env):
         kind = type(env).__name__
-        raise UsageError(f"env factory {ref!r} returned a {kind}, not a gymnasium.Env")
+        raise UsageError(
+            f"env factory {ref!r} returned a {kind}, not a gymnasium.Env or a PettingZoo env"
+        )
     return env if limit is None else TimeLimit(env, int(limit))
+
+
+@functools.cache
+def is_multiagent_id(env_id: str) -> bool:
+    """Whether ``env_id`` names a factory of PettingZoo envs (``module:factory`` only: a
+    registered id is a Gymnasium env); the factory is called once to look."""
+    module, _, name = env_id.rpartition(":") if isinstance(env_id, str) else ("", "", "")
+    if not module or name in gym.registry:
+        return False
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False  # make_env says why, in one line
+    if not callable(getattr(sys.modules[module], name, None)):
+        return False
+    try:
+        env = _from_factory(env_id, {})
+    except UsageError:
+        return False  # a factory that needs arguments: make_env calls it with them
+    env.close()
+    return is_multiagent(env)
+
+
+def _pettingzoo_env(env_id: str, kwargs: dict[str, Any]) -> Any:
+    """The PettingZoo env ``env_id`` builds with ``kwargs``, the user's ``wrappers`` (each
+    ``wrapper(env)``, PettingZoo's own or SuperSuit's) applied in order."""
+    kwargs = dict(kwargs)
+    wrappers = kwargs.pop("wrappers", ())
+    kwargs.pop("preset_wrappers", None)
+    kwargs.pop("max_episode_steps", None)
+    env = _from_factory(env_id, kwargs)
+    for ref in wrappers:
+        wrapped = resolve(ref, "wrapper")(env)
+        if not is_multiagent(wrapped):
+            env.close()
+            raise UsageError(f"wrapper {ref!r} on PettingZoo env {env_id!r} did not return one")
+        env = wrapped
+    return env
+
+
+def _agent_rows(env_id: str, games: int, seed: int, kwargs: dict[str, Any]) -> AgentRows:
+    limit = kwargs.get("max_episode_steps")
+    makers = [partial(_pettingzoo_env, env_id, kwargs) for _ in range(games)]
+    return AgentRows(makers, env_id, seed, None if limit is None else int(limit))
 
 
 #: Words in Gymnasium's "not installed" messages -> this project's extra that installs it.

@@ -181,12 +181,14 @@ def _adapt_actions(env: gym.Env, env_id: str) -> gym.Env:
 
 
 class EnvSpaces(NamedTuple):
-    """What the policy is built from: the adapted observation's shape and dtype, and the
-    action space's description (:func:`action_spec`)."""
+    """What the policy is built from: the adapted observation's shape and dtype, the
+    action space's description (:func:`action_spec`), and whether the observation ends
+    in the legal-action mask (:mod:`a3c.envs.multiagent`)."""
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
     action: ActionSpec
+    action_mask: bool = False
 
 
 def describe_spaces(env: gym.Env) -> EnvSpaces:

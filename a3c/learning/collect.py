@@ -17,6 +17,7 @@ from gymnasium.wrappers import RecordEpisodeStatistics
 
 from a3c.envs import final_observations
 from a3c.envs.episodes import episode_scores
+from a3c.envs.multiagent import AgentRows
 from a3c.learning.normalize import ReturnScaler, RunningMeanStd
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
@@ -58,9 +59,11 @@ class Collector:
         self.record = record and not model.recurrent and not model.separate
         self.log_p = torch.empty(T, K) if self.record else None
         self.values = torch.empty(T, K) if self.record else None
+        self.acted = torch.ones(T, K, dtype=torch.bool) if isinstance(envs, AgentRows) else None
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.episodes: list[tuple[float, int]] = []
+        self.teams: list[float] = []  # many agents: the summed returns of ended games
         obs, _ = envs.reset(seed=seed)
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
@@ -92,7 +95,13 @@ class Collector:
             done = terminated | truncated
             self.dones[t] = torch.from_numpy(done)
             self.ep_return += reward
-            self.ep_length += 1
+            if self.acted is not None:
+                acted = info["acted"]
+                self.acted[t] = torch.from_numpy(acted)
+                self.ep_length += acted
+                self.teams.extend(info["team"])
+            else:
+                self.ep_length += 1
             if self.scaler is not None:
                 self.scaler.observe(reward, done)
             if self.real_scores:
@@ -126,6 +135,7 @@ class Collector:
             state0,
             self.log_p,
             self.values,
+            acted=self.acted,
         )
 
     def take_episodes(self) -> list[tuple[float, int]]:

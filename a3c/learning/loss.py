@@ -18,7 +18,7 @@ from torch import Tensor
 
 from a3c.learning.algorithm import Algorithm, Choice
 from a3c.learning.figures import Figures
-from a3c.learning.returns import forward_with_targets, value_fit
+from a3c.learning.returns import forward_with_targets, mean_over, value_fit
 from a3c.learning.rollout import Rollout
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
@@ -26,7 +26,15 @@ from a3c.policy import ActorCritic
 if TYPE_CHECKING:
     from a3c.learning.learner import Learner
 
-__all__ = ["A3C", "MIN_BATCH", "A3CFigures", "A3CSteps", "a3c_loss"]
+__all__ = [
+    "A3C",
+    "MIN_BATCH",
+    "A3CFigures",
+    "A3CSteps",
+    "a3c_loss",
+    "normalized",
+    "value_errors",
+]
 
 #: A3C steps on the mean gradient of at least this many samples (the A3C paper's 5 steps):
 #: clipped alone to --max-grad-norm, every one-sample gradient took one size, V rose to
@@ -50,16 +58,17 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: UpdateSettings) -> tuple[Tensor,
     T, K = r.rewards.shape
     n = T * K
     pi, v, adv, ret = forward_with_targets(model, r, s.gamma, s.gae_lambda)
+    keep = None if r.acted is None else r.acted.reshape(n)
+    adv, v, ret = adv.reshape(n), v.reshape(n), ret.reshape(n)
     if s.normalize_advantage and n > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = normalized(adv, keep)
     log_p, entropy = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))
-    policy_loss = -(log_p * adv.reshape(n)).mean()
-    huber = s.value_loss == "huber"
-    value_loss = F.smooth_l1_loss(v, ret) if huber else (ret - v).pow(2).mean()
-    entropy_mean = entropy.mean()
+    policy_loss = -mean_over(log_p * adv, keep)
+    value_loss = mean_over(value_errors(v, ret, s.value_loss), keep)
+    entropy_mean = mean_over(entropy, keep)
     loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
     with torch.no_grad():
-        fit = value_fit(v, ret)
+        fit = value_fit(v, ret, keep)
     figures = A3CFigures(
         policy_loss=policy_loss.detach(),
         value_loss=value_loss.detach(),
@@ -68,6 +77,21 @@ def a3c_loss(model: ActorCritic, r: Rollout, s: UpdateSettings) -> tuple[Tensor,
         flat_values=fit.flat_values,
     )
     return loss, figures
+
+
+def normalized(adv: Tensor, keep: Tensor | None) -> Tensor:
+    """Advantages to mean 0 and std 1, over the ``keep`` entries where given."""
+    sel = adv if keep is None else adv[keep]
+    if sel.numel() < 2:
+        return adv
+    return (adv - sel.mean()) / (sel.std() + 1e-8)
+
+
+def value_errors(v: Tensor, ret: Tensor, kind: str) -> Tensor:
+    """Each sample's value loss: squared error, or Huber's (``kind == "huber"``)."""
+    if kind == "huber":
+        return F.smooth_l1_loss(v, ret, reduction="none")
+    return (ret - v).pow(2)
 
 
 class A3CSteps:

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from a3c.learning.algorithm import Algorithm, Choice, Range
 from a3c.learning.figures import Figures
+from a3c.learning.loss import normalized, value_errors
 from a3c.learning.metrics import SUM, Metric
-from a3c.learning.returns import ValueFit, forward_with_targets, gae_targets, value_fit
+from a3c.learning.returns import ValueFit, forward_with_targets, gae_targets, mean_over, value_fit
 from a3c.learning.rollout import Rollout
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
@@ -81,14 +81,15 @@ def behaviour(model: ActorCritic, r: Rollout, gamma: float, lam: float) -> Behav
     its targets too (an actor's, for a decoupled learner), the model is not called."""
     if r.log_p is not None and r.values is not None and r.advantages is not None:
         assert r.returns is not None  # computed with the advantages
-        return Behaviour(r.log_p, r.values, r.advantages, r.returns, value_fit(r.values, r.returns))
+        fit = value_fit(r.values, r.returns, r.acted)
+        return Behaviour(r.log_p, r.values, r.advantages, r.returns, fit)
     if r.log_p is not None and r.values is not None:
         log_p, v = r.log_p, r.values
         adv, ret = gae_targets(r, v, model.value(torch.cat((r.next_obs, r.final_obs))), gamma, lam)
     else:
         pi, v, adv, ret = forward_with_targets(model, r, gamma, lam)
         log_p = model.dist.log_prob_entropy(pi, r.actions.flatten(0, 1))[0].view_as(v)
-    return Behaviour(log_p, v, adv, ret, value_fit(v, ret))
+    return Behaviour(log_p, v, adv, ret, value_fit(v, ret, r.acted))
 
 
 @torch.no_grad()
@@ -128,22 +129,23 @@ def ppo_loss(
         )  # fmt: skip
         pi, v = pi[: T * k], v[: T * k]
     adv, ret = _rows(b.advantages, idx, by_env), _rows(b.returns, idx, by_env)
+    keep = None if r.acted is None else _rows(r.acted, idx, by_env)
     if s.normalize_advantage and adv.numel() > 1:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        adv = normalized(adv, keep)
     log_p, entropy = model.dist.log_prob_entropy(pi, _rows(r.actions, idx, by_env))
     log_ratio = log_p - _rows(b.log_p, idx, by_env)
     ratio = log_ratio.exp()
     clipped = ratio.clamp(1.0 - s.clip_range, 1.0 + s.clip_range)
-    policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+    policy_loss = -mean_over(torch.min(ratio * adv, clipped * adv), keep)
     if s.clip_range_vf is not None:
         old_v = _rows(b.values, idx, by_env)
         v = old_v + (v - old_v).clamp(-s.clip_range_vf, s.clip_range_vf)
-    value_loss = F.smooth_l1_loss(v, ret) if s.value_loss == "huber" else (ret - v).pow(2).mean()
-    entropy_mean = entropy.mean()
+    value_loss = mean_over(value_errors(v, ret, s.value_loss), keep)
+    entropy_mean = mean_over(entropy, keep)
     loss = policy_loss + s.value_coef * value_loss - s.entropy_coef * entropy_mean
     with torch.no_grad():
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()  # Schulman's unbiased, >= 0 estimator
-        clip_fraction = ((ratio - 1.0).abs() > s.clip_range).float().mean()
+        approx_kl = mean_over((ratio - 1.0) - log_ratio, keep)  # Schulman's, >= 0
+        clip_fraction = mean_over(((ratio - 1.0).abs() > s.clip_range).float(), keep)
     figures = PPOFigures(
         policy_loss=policy_loss.detach(),
         value_loss=value_loss.detach(),

@@ -36,6 +36,7 @@ __all__ = [
     "forward_with_targets",
     "gae",
     "gae_targets",
+    "mean_over",
     "next_state_values",
     "value_fit",
 ]
@@ -66,6 +67,7 @@ def gae(
     *,
     gamma: float = 0.99,
     lam: float = 1.0,
+    acted: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Generalised advantage estimates and value targets: ``(advantages, returns)``.
 
@@ -88,6 +90,12 @@ def gae(
     bootstrapped returns of A3C (``r_t + gamma r_{t+1} + ... + gamma^k V(s_{t+k+1})``,
     cut at episode ends), provided ``next_values[t] == values[t + 1]`` inside an episode.
 
+    ``acted[t]`` (bool, optional): the row's agent acted at t (:mod:`a3c.envs.multiagent`).
+    Each row's recursion then runs over its own steps only: the rewards and episode end of
+    the steps between two of them (an opponent's move, the rest of a game it left) count
+    for the earlier one, undiscounted, and bootstrap from the later one's value; the
+    others' advantages are 0 and no loss reads them.
+
     Inputs are detached, so the outputs are constant targets with no autograd graph;
     they have ``values``' dtype.
     """
@@ -106,6 +114,8 @@ def gae(
     v = values.detach()
     term = terminated if terminated.dtype == torch.bool else terminated != 0
     done = dones if dones.dtype == torch.bool else dones != 0
+    if acted is not None:
+        return _gae_own_steps(rewards, v, next_values, term, done, acted, gamma, lam)
     # where, not multiply: next_values may hold garbage (NaN) at terminal steps.
     nv = torch.where(term, 0.0, next_values.detach().to(v.dtype))
     deltas = rewards.detach().to(v.dtype) + gamma * nv - v
@@ -120,6 +130,49 @@ def gae(
         rows[t] = last
     advantages = torch.stack(rows)
     return advantages, advantages + v
+
+
+def _gae_own_steps(
+    rewards: Tensor,
+    v: Tensor,
+    next_values: Tensor,
+    term: Tensor,
+    done: Tensor,
+    acted: Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[Tensor, Tensor]:
+    """:func:`gae` over each row's acted steps (see ``acted`` there). Going back in time,
+    each row carries what follows its next own step: the rewards since (``pending``),
+    whether an episode ended there and how (``ended``, ``cut_off``), the value to
+    bootstrap from and that step's advantage."""
+    r, nv = rewards.detach().to(v.dtype), next_values.detach().to(v.dtype)
+    adv = torch.zeros_like(v)
+    zero = torch.zeros_like(v[0])
+    after_v, after_adv, pending = nv[-1].clone(), zero, zero
+    ended = torch.zeros_like(done[0])
+    terminal = torch.zeros_like(done[0])
+    for t in range(v.shape[0] - 1, -1, -1):
+        d, tm, own = done[t], term[t], acted[t]
+        follow = torch.where(d, 0.0, pending)
+        stop, end = d | ended, tm | (~d & terminal)
+        boot = torch.where(end, 0.0, torch.where(d, nv[t], after_v))
+        a_t = r[t] + follow + gamma * boot - v[t] + gamma * lam * torch.where(stop, 0.0, after_adv)
+        adv[t] = torch.where(own, a_t, 0.0)
+        pending = torch.where(own, 0.0, torch.where(d, r[t], r[t] + pending))
+        terminal = ~own & torch.where(d, tm, terminal)
+        ended = ~own & stop
+        after_v = torch.where(own, v[t], torch.where(d, nv[t], after_v))
+        after_adv = torch.where(own, a_t, after_adv)
+    return adv, adv + v
+
+
+def mean_over(x: Tensor, keep: Tensor | None) -> Tensor:
+    """``x.mean()`` over the entries ``keep`` selects (all where None): the rows an agent
+    acted in, for multi-agent rollouts."""
+    if keep is None:
+        return x.mean()
+    return (x * keep).sum() / keep.sum().clamp(min=1)
 
 
 def next_state_values(
@@ -176,15 +229,20 @@ def gae_targets(
     final_v = torch.zeros_like(v)
     final_v[r.truncated] = bootstrap[K:]
     next_v = next_state_values(v, bootstrap[:K], r.truncated, final_v)
-    return gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam)
+    return gae(r.rewards, v, next_v, r.terminated, r.dones, gamma=gamma, lam=lam, acted=r.acted)
 
 
-def value_fit(pred: Tensor, target: Tensor) -> ValueFit:
+def value_fit(pred: Tensor, target: Tensor, keep: Tensor | None = None) -> ValueFit:
     """The explained variance, ``1 - Var(target - pred) / Var(target)``, and
     1.0 where the values are flat (one value for every sample while the returns varied) or
     else 0.0: a net that gives every input the same value learns nothing more, and the
     trainer warns when it lasts. Where the returns do not vary (one sample, or equal
-    returns) both are 0, never NaN."""
+    returns) both are 0, never NaN. ``keep``: the entries to judge (all where None)."""
+    if keep is not None:
+        pred, target = pred[keep], target[keep]
+    if target.numel() == 0:
+        none = torch.zeros((), device=pred.device)
+        return ValueFit(none, none)
     var = target.var(correction=0)
     if var <= VAR_EPS:
         none = torch.zeros((), device=pred.device)

@@ -2,7 +2,9 @@
 
 ``T`` steps of ``K`` environments, with the observation after the last step (to bootstrap
 from) and the final observations of episodes cut off by a time limit (to bootstrap a
-truncation from ``V(final_obs)`` instead of the next episode's first state).
+truncation from ``V(final_obs)`` instead of the next episode's first state). With many
+agents, ``acted`` says which rows were an agent's own step: the others (not its turn, or
+it left the game) are learned from by no loss.
 """
 
 from __future__ import annotations
@@ -32,3 +34,5 @@ class Rollout:
     # Its GAE targets, when the actor computed them (a decoupled learner gets no final_obs):
     advantages: Tensor | None = None  # [T, K]
     returns: Tensor | None = None  # [T, K]
+    # Multi-agent rows (a3c.envs.multiagent): whose actions the env took; None: every row's.
+    acted: Tensor | None = None  # [T, K] bool

@@ -38,6 +38,9 @@ OBS_CLIP = 10.0
 _TRUNK_GAIN = math.sqrt(2.0)
 _POLICY_GAIN = 0.01
 _VALUE_GAIN = 1.0
+#: The logit of an illegal action (SB3-contrib's MaskableCategorical's): probability 0,
+#: and no NaN in the entropy where a row's every action is masked.
+MASKED_LOGIT = -1e8
 
 
 @dataclass(frozen=True, eq=True)
@@ -60,6 +63,7 @@ class ModelSpec:
     lstm: int = 0  # hidden size of an LSTM core between the trunk and the head (0: none)
     conv: str = "auto"  # the image encoder (encoders.ENCODERS, or auto); vectors ignore it
     center_frames: bool = False  # images: each channel's mean over the frame subtracted
+    action_mask: bool = False  # a vector observation's last n entries: the legal actions
 
     @property
     def image(self) -> bool:
@@ -119,7 +123,7 @@ class ModelSpec:
         for key in ("obs_shape", "hidden"):
             if not isinstance(d.get(key, []), (list, tuple)):
                 raise UsageError(f"checkpoint model config: {key} must be a list, got {d[key]!r}")
-        for key in ("normalize_obs", "separate", "squash", "center_frames"):
+        for key in ("normalize_obs", "separate", "squash", "center_frames", "action_mask"):
             if not isinstance(d.get(key, False), bool):
                 raise UsageError(f"checkpoint model config: {key} must be a bool, got {d[key]!r}")
         spec = cls(**d)
@@ -154,6 +158,13 @@ class ModelSpec:
             raise error(f"lstm size must be an int >= 0, got {self.lstm!r}")
         if self.lstm and self.separate:
             raise error("an LSTM policy shares its trunk: it cannot have separate networks")
+        if self.action_mask:
+            n = getattr(self.action, "n", None)
+            if not (vector and isinstance(n, int) and self.obs_dim > n) or self.lstm:
+                raise error(
+                    "an action mask needs a Discrete action, a vector observation longer "
+                    "than the mask, and a feed-forward policy"
+                )
         if self.activation not in ACTIVATIONS:
             raise error(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
 
@@ -279,7 +290,7 @@ class ActorCritic(nn.Module):
         n = self.n_pi
         if not self.separate:
             out = self._head(self._features(obs, self.trunk))
-            return out[:, :n], out[:, n]
+            return self._legal(out[:, :n], obs), out[:, n]
         return self.pi(obs), self.value(obs)
 
     def pi(self, obs: Tensor) -> Tensor:
@@ -287,7 +298,14 @@ class ActorCritic(nn.Module):
         n = self.n_pi
         if not self.separate:
             return self(obs)[0]
-        return self._head(self._features(obs, self.trunk), slice(n))
+        return self._legal(self._head(self._features(obs, self.trunk), slice(n)), obs)
+
+    def _legal(self, logits: Tensor, obs: Tensor) -> Tensor:
+        """``logits`` with the actions the observation's mask forbids at :data:`MASKED_LOGIT`."""
+        if not self.spec.action_mask:
+            return logits
+        legal = obs[:, -self.n_pi :] > 0.5
+        return logits.masked_fill(~legal, MASKED_LOGIT)
 
     def value(self, obs: Tensor) -> Tensor:
         n = self.n_pi

@@ -45,6 +45,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.lstm_size if cfg.policy == "lstm" else 0,
         cfg.conv,
         cfg.center_frames and image,
+        spaces.action_mask,
     )
     spec.check(UsageError)
     return spec

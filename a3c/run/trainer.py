@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from a3c.envs import env_spaces
+from a3c.envs import env_spaces, is_multiagent_id
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
@@ -79,6 +79,10 @@ class A3CRun:
 
     def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
         spaces = env_spaces(cfg.env, **cfg.env_options())
+        if ALGORITHMS[cfg.algo].decoupled and is_multiagent_id(cfg.env):
+            raise UsageError(
+                f"--algo {cfg.algo} does not take PettingZoo envs yet; use --algo appo or a3c"
+            )
         resolve_device(cfg.eval_device)
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model

@@ -51,8 +51,8 @@ class SharedRun:
 def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     spec, shared, optimizer, pool = run.spec, run.params, run.optimizer, run.pool
     env_steps, obs_rms = run.env_steps, run.obs_rms
-    T, K = cfg.n_steps, cfg.envs_per_worker
-    envs = make_vector_env(cfg.env, K, seed=ctx.seed, **cfg.env_options())
+    envs = make_vector_env(cfg.env, cfg.envs_per_worker, seed=ctx.seed, **cfg.env_options())
+    T, K = cfg.n_steps, envs.num_envs  # many agents: a row per agent of each game
     model = spec.build()
     local = flatten_parameters(model)
     telemetry = WorkerTelemetry(pool, ctx.rank, ctx)
@@ -74,8 +74,9 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
             learner.learn(rollout, run_steps(run))
-            telemetry.stats.add("env_steps", T * K)
-            env_steps[ctx.rank] += T * K
+            steps = T * K if rollout.acted is None else int(rollout.acted.sum())
+            telemetry.stats.add("env_steps", steps)
+            env_steps[ctx.rank] += steps
             if obs_rms is not None:
                 obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
             if telemetry.due():

@@ -1,0 +1,312 @@
+"""PettingZoo environments as rows of a vector env: every agent of every game one row, one policy.
+
+Parameter sharing (IPPO/MAPPO's): :class:`AgentRows` runs ``games`` copies of a PettingZoo
+env and shows the engine a Gymnasium vector env of ``games x len(possible_agents)`` rows,
+each row one agent of one game, so each step is one batched forward pass for all of them.
+Both of PettingZoo's APIs are taken: a ``ParallelEnv`` steps every live agent at once; an
+``AECEnv`` (turn-based games) steps the agent whose turn it is.
+
+A row whose agent did not act at a step (it is not its turn, it left the game, or has
+not joined it) is flagged in ``info["acted"]``: the rollout keeps it as a row the learner
+skips (:func:`a3c.learning.returns.gae` folds its reward and episode end into the agent's
+last own step), never as a zero-padded transition. A row's episode ends at its agent's own
+termination or truncation (a loser's too, on its opponent's winning move); the game resets
+when no agent is left, in the same ``step()`` (``SAME_STEP`` autoreset, as
+:func:`a3c.envs.make_vector_env`), with the ended rows' last observations in
+``info["final_obs"]``.
+
+An observation ``Dict`` with ``"observation"`` and ``"action_mask"`` entries (PettingZoo's
+classic games) becomes the observation's flat vector followed by the mask; the policy
+reads the mask back (:attr:`a3c.policy.ModelSpec.action_mask`) and never samples a masked
+action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from a3c.envs.spaces import EnvSpaces, action_spec, adapt_spaces
+from hogwild.errors import UsageError
+
+__all__ = ["AgentRows", "agent_spaces", "is_multiagent"]
+
+#: The observation ``Dict`` keys of an env whose legal actions change (PettingZoo classic).
+OBSERVATION, ACTION_MASK = "observation", "action_mask"
+
+
+def is_multiagent(env: Any) -> bool:
+    """Whether ``env`` is a PettingZoo env (either API), without importing PettingZoo."""
+    return any(
+        c.__module__.startswith("pettingzoo.") and c.__name__ in ("ParallelEnv", "AECEnv")
+        for c in type(env).__mro__
+    )
+
+
+def _mask_space(space: spaces.Space) -> spaces.Box | None:
+    """The legal-action mask's space of a PettingZoo classic observation, else None."""
+    if not isinstance(space, spaces.Dict) or set(space.spaces) != {OBSERVATION, ACTION_MASK}:
+        return None
+    mask = space[ACTION_MASK]
+    return mask if isinstance(mask, spaces.Box) and len(mask.shape) == 1 else None
+
+
+class _Shell(gym.Env):
+    """An env of spaces alone, for :func:`adapt_spaces` to wrap: its wrappers are then the
+    functions that adapt one agent's observations and actions."""
+
+    def __init__(self, observation_space: spaces.Space, action_space: spaces.Space) -> None:
+        self.observation_space, self.action_space = observation_space, action_space
+
+
+class AgentView:
+    """One agent's spaces as the policy takes them: ``observation(raw)`` and
+    ``action(policy's)`` through the same adapters as a single-agent env's."""
+
+    def __init__(self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
+        mask_space = _mask_space(obs_space)
+        self.masked = mask_space is not None
+        inner = obs_space
+        if isinstance(obs_space, spaces.Dict) and self.masked:
+            inner = obs_space[OBSERVATION]
+        adapted = adapt_spaces(_Shell(inner, act_space), env_id)
+        chain: list[gym.Wrapper] = []
+        env: gym.Env = adapted
+        while isinstance(env, gym.Wrapper):
+            chain.append(env)
+            env = env.env
+        self._obs = [w for w in reversed(chain) if isinstance(w, gym.ObservationWrapper)]
+        self._act = [w for w in chain if isinstance(w, gym.ActionWrapper)]
+        space = adapted.observation_space
+        self.action_space = adapted.action_space
+        shape = space.shape or ()
+        if mask_space is not None:
+            n = mask_space.shape[0]
+            if not (isinstance(self.action_space, spaces.Discrete) and self.action_space.n == n):
+                raise UsageError(
+                    f"environment {env_id!r}: an action mask of {n} entries needs a "
+                    f"Discrete({n}) action space, not {act_space}"
+                )
+            if len(shape) != 1 or space.dtype != np.float32:
+                raise UsageError(
+                    f"environment {env_id!r}: an action mask goes with vector observations, "
+                    f"not {inner}"
+                )
+            space = spaces.Box(-np.inf, np.inf, (shape[0] + n,), np.float32)
+        assert isinstance(space, spaces.Box)  # adapt_spaces makes every observation one
+        self.observation_space = space
+
+    def observation(self, raw: Any) -> np.ndarray:
+        obs = raw[OBSERVATION] if self.masked else raw
+        for w in self._obs:
+            obs = w.observation(obs)
+        if self.masked:
+            mask = np.asarray(raw[ACTION_MASK], dtype=np.float32)
+            return np.concatenate((np.asarray(obs, dtype=np.float32), mask))
+        return obs
+
+    def action(self, action: Any) -> Any:
+        for w in self._act:
+            action = w.action(action)
+        return action
+
+    def spaces(self) -> EnvSpaces:
+        shape = self.observation_space.shape
+        assert shape is not None
+        dtype = np.dtype(self.observation_space.dtype).name
+        return EnvSpaces(tuple(shape), dtype, action_spec(self.action_space), self.masked)
+
+
+def agent_spaces(env: Any, env_id: str) -> AgentView:
+    """The one view every agent of ``env`` shares, or a one-line error naming the agents
+    whose spaces differ (one policy learns for all of them)."""
+    agents = list(env.possible_agents)
+    if not agents:
+        raise UsageError(f"environment {env_id!r} has no agents")
+    first = agents[0]
+    for agent in agents[1:]:
+        if env.observation_space(agent) != env.observation_space(first) or env.action_space(
+            agent
+        ) != env.action_space(first):
+            raise UsageError(
+                f"environment {env_id!r}: agents {first!r} and {agent!r} have different "
+                "spaces; one policy learns for every agent, so all must share theirs"
+            )
+    return AgentView(env_id, env.observation_space(first), env.action_space(first))
+
+
+class _Game:
+    """One PettingZoo game behind a common face: who acts, and what each agent got."""
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.turns = any(c.__name__ == "AECEnv" for c in type(env).__mro__)
+
+    def reset(self, seed: int | None) -> dict[str, Any]:
+        if self.turns:
+            self.env.reset(seed=seed)
+            self._skip_dead()
+            return {a: self.env.observe(a) for a in self.env.agents}
+        obs, _ = self.env.reset(seed=seed)
+        return obs
+
+    def acting(self) -> list[str]:
+        """The agents whose actions the next step takes."""
+        if self.turns:
+            return [self.env.agent_selection] if self.env.agents else []
+        return list(self.env.agents)
+
+    def step(
+        self, actions: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool]]:
+        """``(observations, rewards, terminations, truncations)`` of every agent this step
+        touched; the observations of the agents still in the game."""
+        if not self.turns:
+            obs, rewards, terms, truncs, _ = self.env.step(actions)
+            return obs, rewards, terms, truncs
+        env = self.env
+        (agent,) = actions
+        env.step(actions[agent])
+        rewards = {a: float(r) for a, r in env.rewards.items()}
+        terms, truncs = dict(env.terminations), dict(env.truncations)
+        finals = {a: env.observe(a) for a in env.agents if terms[a] or truncs[a]}
+        self._skip_dead()
+        obs = {a: env.observe(a) for a in env.agents}
+        return {**finals, **obs}, rewards, terms, truncs
+
+    def _skip_dead(self) -> None:
+        """AEC: an agent that is done must be stepped with ``None`` to leave the game."""
+        env = self.env
+        while env.agents:
+            agent = env.agent_selection
+            if not (env.terminations[agent] or env.truncations[agent]):
+                return
+            env.step(None)
+
+    @property
+    def agents(self) -> list[str]:
+        return list(self.env.agents)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class AgentRows(VectorEnv):
+    """``len(makers)`` PettingZoo games, one row per agent of each (see the module docstring).
+
+    ``makers`` build the games (PettingZoo envs); game ``g`` is first reset with
+    ``seed + g``. ``max_steps`` cuts every game at that many steps (a truncation) where its
+    own limit does not. ``info["acted"]`` (bool ``[rows]``): which rows' actions the step
+    took; ``info["team"]``: the summed returns of the games that ended at this step.
+    """
+
+    def __init__(
+        self,
+        makers: Sequence[Callable[[], Any]],
+        env_id: str,
+        seed: int | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        self.games = [_Game(make()) for make in makers]
+        try:
+            self.view = agent_spaces(self.games[0].env, env_id)
+        except BaseException:
+            self.close()
+            raise
+        self.agents = list(self.games[0].env.possible_agents)
+        self.num_envs = len(self.games) * len(self.agents)
+        self.single_observation_space = self.view.observation_space
+        self.single_action_space = self.view.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
+        self.render_mode = None
+        self._seed, self._max_steps = seed, max_steps
+        space = self.single_observation_space
+        self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
+        self._steps = np.zeros(len(self.games), dtype=np.int64)
+        self._team = np.zeros(len(self.games))
+        self._acting = np.zeros(self.num_envs, dtype=bool)
+
+    def _row(self, g: int, agent: str) -> int:
+        return g * len(self.agents) + self.agents.index(agent)
+
+    def _start(self, g: int, seed: int | None) -> None:
+        rows = slice(g * len(self.agents), (g + 1) * len(self.agents))
+        self._obs[rows] = 0
+        for agent, raw in self.games[g].reset(seed).items():
+            self._obs[self._row(g, agent)] = self.view.observation(raw)
+        self._steps[g], self._team[g] = 0, 0.0
+
+    def reset(
+        self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        base = seed if isinstance(seed, int) else self._seed
+        for g in range(len(self.games)):
+            self._start(g, None if base is None else base + g)
+            self._seed = None  # only the first reset restarts the games' RNGs
+        return self._obs.copy(), {}
+
+    def step(
+        self, actions: Any
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float32)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        acted = np.zeros(n, dtype=bool)
+        final_obs = np.full(n, None, dtype=object)
+        teams: list[float] = []
+        for g, game in enumerate(self.games):
+            acting = game.acting()
+            rows = {a: self._row(g, a) for a in acting}
+            obs, rew, terms, truncs = game.step(
+                {a: self.view.action(actions[r]) for a, r in rows.items()}
+            )
+            acted[list(rows.values())] = True
+            self._steps[g] += 1
+            cut = self._max_steps is not None and self._steps[g] >= self._max_steps
+            for agent, r in rew.items():
+                row = self._row(g, agent)
+                rewards[row] = r
+                terminated[row] = bool(terms.get(agent, False))
+                truncated[row] = bool(truncs.get(agent, False)) or (cut and not terminated[row])
+            self._team[g] += sum(rew.values())
+            for agent, raw in obs.items():
+                self._obs[self._row(g, agent)] = self.view.observation(raw)
+            for agent in set(self.agents) - set(game.agents) - set(rew):
+                self._obs[self._row(g, agent)] = 0  # not in the game: a row nobody reads
+            if cut or not game.agents:
+                if cut:  # every agent still in the game is cut off
+                    for agent in game.agents:
+                        row = self._row(g, agent)
+                        truncated[row] = not terminated[row]
+                first = g * len(self.agents)
+                for row in range(first, first + len(self.agents)):
+                    if terminated[row] or truncated[row]:
+                        final_obs[row] = self._obs[row].copy()
+                teams.append(float(self._team[g]))
+                self._start(g, None)
+            else:
+                for agent in terms:
+                    row = self._row(g, agent)
+                    if terminated[row] or truncated[row]:
+                        final_obs[row] = self._obs[row].copy()
+        done = terminated | truncated
+        info: dict[str, Any] = {
+            "acted": acted,
+            "final_obs": final_obs,
+            "_final_obs": done,
+            "team": teams,
+        }
+        return self._obs.copy(), rewards, terminated, truncated, info
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for game in getattr(self, "games", ()):
+            game.close()

@@ -1,0 +1,46 @@
+"""PettingZoo envs of a user's own, named ``agent_envs:NAME`` in the tests."""
+
+from __future__ import annotations
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+
+class Leavers(ParallelEnv):
+    """Three agents that leave one by one: ``agent_i`` terminates at step ``i + 2``, and the
+    game ends when the last has left. Action 1 earns 1 each step, action 0 nothing."""
+
+    metadata = {"name": "leavers_v0"}
+
+    def __init__(self) -> None:
+        self.possible_agents = ["agent_0", "agent_1", "agent_2"]
+        self.agents: list[str] = []
+        self.t = 0
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 10.0, (2,), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def _obs(self, agent):
+        return np.array([self.t, self.possible_agents.index(agent)], dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.agents, self.t = list(self.possible_agents), 0
+        return {a: self._obs(a) for a in self.agents}, {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        rewards = {a: float(actions[a]) for a in self.agents}
+        terms = {a: self.t >= self.possible_agents.index(a) + 2 for a in self.agents}
+        obs = {a: self._obs(a) for a in self.agents}
+        infos = {a: {} for a in self.agents}
+        truncs = dict.fromkeys(self.agents, False)
+        self.agents = [a for a in self.agents if not terms[a]]
+        return obs, rewards, terms, truncs, infos
+
+
+def leavers() -> Leavers:
+    return Leavers()

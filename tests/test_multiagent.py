@@ -1,0 +1,176 @@
+"""PettingZoo envs as agent rows (a3c.envs.multiagent): real games, the targets of turns and
+of agents that leave, masked actions, and a cooperative env learned by real workers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from a3c.envs import env_spaces, make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.returns import gae
+from a3c.policy import ModelSpec
+from a3c.run.trainer import train
+from hogwild.errors import UsageError
+
+pytestmark = pytest.mark.usefixtures("hang_guard")
+EXTRA = 'needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
+
+SPREAD = "mpe2.simple_spread_v3:parallel_env"
+CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
+KAZ = "pettingzoo.butterfly.knights_archers_zombies_v11:parallel_env"
+
+
+@pytest.fixture(autouse=True)
+def _pettingzoo():
+    pytest.importorskip("pettingzoo", reason=EXTRA)
+    pytest.importorskip("mpe2", reason=EXTRA)
+
+
+def test_own_steps_gae_is_plain_gae_when_every_row_acts():
+    torch.manual_seed(0)
+    T, N = 9, 6
+    rewards, values = torch.randn(T, N), torch.randn(T, N)
+    terminated = torch.rand(T, N) < 0.2
+    dones = terminated | (torch.rand(T, N) < 0.1)
+    # gae's contract: the next step's value inside an episode, V(final_obs) at a truncation
+    next_values = torch.cat((values[1:], torch.randn(1, N)))
+    next_values = torch.where(dones & ~terminated, torch.randn(T, N), next_values)
+    plain = gae(rewards, values, next_values, terminated, dones, gamma=0.9, lam=0.8)
+    every = torch.ones(T, N, dtype=torch.bool)
+    own = gae(rewards, values, next_values, terminated, dones, gamma=0.9, lam=0.8, acted=every)
+    for a, b in zip(plain, own, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_turn_takes_the_reward_and_the_end_that_came_between_its_moves():
+    """Seat A moves at t = 0 and 2; at t = 3, B's winning move ends the game: A's second
+    move takes B's -1 as its own terminal reward, undiscounted and not bootstrapped; A's
+    first move bootstraps from its second's value, not from the value of B's turn."""
+    gamma, lam = 0.9, 0.95
+    acted = torch.tensor([[True], [False], [True], [False]])
+    rewards = torch.tensor([[0.0], [0.0], [0.0], [-1.0]])
+    values = torch.tensor([[0.1], [5.0], [0.3], [7.0]])
+    terminated = torch.tensor([[False], [False], [False], [True]])
+    next_values = torch.cat((values[1:], torch.tensor([[9.0]])))
+    adv, ret = gae(rewards, values, next_values, terminated, terminated.clone(),
+                   gamma=gamma, lam=lam, acted=acted)  # fmt: skip
+    a2 = -1.0 - 0.3
+    a0 = 0.0 + gamma * 0.3 - 0.1 + gamma * lam * a2
+    torch.testing.assert_close(adv[:, 0], torch.tensor([a0, 0.0, a2, 0.0]))
+    torch.testing.assert_close(ret[2, 0], torch.tensor(-1.0))
+
+
+def test_simple_spread_rows_are_every_agent_of_every_game():
+    envs = make_vector_env(SPREAD, 2, seed=1, N=3, max_cycles=25)
+    try:
+        assert envs.num_envs == 6 and envs.single_observation_space.shape == (18,)
+        envs.reset(seed=1)
+        for step in range(1, 26):
+            actions = envs.action_space.sample()
+            _, rewards, terminated, truncated, info = envs.step(actions)
+            assert info["acted"].all()
+            if step < 25:
+                assert not (terminated | truncated).any() and info["team"] == []
+        assert truncated.all() and not terminated.any(), "max_cycles truncates every agent"
+        assert len(info["team"]) == 2 and all(isinstance(o, np.ndarray) for o in info["final_obs"])
+    finally:
+        envs.close()
+
+
+def _connect_four_game(envs, moves):
+    """Play ``moves`` (columns) in game 0, the seats taking turns; the steps' results."""
+    out = []
+    for column in moves:
+        actions = np.zeros(envs.num_envs, dtype=np.int64)
+        actions[:] = column
+        out.append(envs.step(actions))
+    return out
+
+
+def test_connect_four_turns_masks_and_both_seats_credited():
+    spaces = env_spaces(CONNECT_FOUR)
+    assert spaces.action_mask and spaces.obs_shape == (84 + 7,)
+    envs = make_vector_env(CONNECT_FOUR, 1, seed=0)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs[0, -7:].all() and not obs[1, -7:].any(), "only the seat to move has moves"
+        # player_0 drops four in column 0 while player_1 plays column 1: player_0 wins.
+        steps = _connect_four_game(envs, [0, 1, 0, 1, 0, 1, 0])
+        for t, (_, _, _, _, info) in enumerate(steps):
+            assert info["acted"].tolist() == [t % 2 == 0, t % 2 == 1]
+        _, rewards, terminated, _, info = steps[-1]
+        assert rewards.tolist() == [1.0, -1.0] and terminated.all(), "the loser is credited too"
+        assert info["team"] == [0.0]
+    finally:
+        envs.close()
+
+
+def test_masked_actions_are_never_sampled():
+    spec = ModelSpec((84 + 7,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,))
+    torch.manual_seed(0)
+    model = spec.build()
+    obs = torch.randn(4000, 91)
+    legal = torch.rand(4000, 7) < 0.4
+    legal[:, 3] = True
+    obs[:, -7:] = legal.float()
+    with torch.no_grad():
+        actions = model.act(obs)
+        greedy = model.act(obs, greedy=True)
+    assert legal.gather(1, actions.unsqueeze(1)).all()
+    assert legal.gather(1, greedy.unsqueeze(1)).all()
+    log_p, entropy = model.dist.log_prob_entropy(model.pi(obs), actions)
+    assert torch.isfinite(log_p).all() and torch.isfinite(entropy).all()
+
+
+def test_agents_that_leave_mid_game_leave_rows_no_loss_reads():
+    """Agents leave one by one (agent_i at step i + 2): each row acts until its agent's
+    own end, then idles with no reward and no advantage until the game restarts; every
+    agent's episode is counted once, its return its own."""
+    envs = make_vector_env("agent_envs:leavers", 1, seed=0)
+    spec = ModelSpec((2,), {"type": "discrete", "n": 2}, hidden=(8,))
+    torch.manual_seed(0)
+    collector = Collector(envs, spec.build(), 8, seed=0)
+    try:
+        rollout = collector.collect()
+    finally:
+        envs.close()
+    assert rollout.acted is not None
+    acted = rollout.acted.T.tolist()  # per agent, over the 8 steps (games of 4 steps)
+    assert acted == [[True, True, False, False] * 2,
+                     [True, True, True, False] * 2,
+                     [True] * 8]  # fmt: skip
+    assert rollout.dones.T.tolist() == [[False, True, False, False] * 2,
+                                        [False, False, True, False] * 2,
+                                        [False, False, False, True] * 2]  # fmt: skip
+    assert (rollout.rewards[~rollout.acted] == 0).all()
+    values = torch.randn(8, 3)
+    adv = gae(rollout.rewards, values, torch.zeros(8, 3), rollout.terminated, rollout.dones,
+              acted=rollout.acted)[0]  # fmt: skip
+    assert (adv[~rollout.acted] == 0).all()
+    actions = rollout.actions.float()
+    played = [
+        (float(actions[g * 4 : g * 4 + i + 2, i].sum()), i + 2) for g in (0, 1) for i in (0, 1, 2)
+    ]
+    assert collector.take_episodes() == played, "each agent's own return and length, once"
+
+
+def test_agents_with_different_spaces_are_one_line():
+    with pytest.raises(UsageError, match="different spaces"):
+        env_spaces("mpe2.simple_speaker_listener_v4:parallel_env")
+
+
+def test_cooperative_agents_learn_simple_spread(tmp_path):
+    """Two workers, 90 s: the per-agent return rises well past random play's."""
+    from a3c.api import config_for
+    from a3c.scoring import play_games
+
+    cfg = config_for(SPREAD, workers=2, time_limit=90.0, logdir=str(tmp_path), seed=1,
+                     eval_interval=0.0, env_kwargs={"N": 3, "max_cycles": 25})  # fmt: skip
+    result = train(cfg)
+    assert result.exit_code == 0
+    spec = ModelSpec((18,), {"type": "discrete", "n": 5}, hidden=cfg.hidden)
+    random_play = play_games(spec.build(), SPREAD, 20, 0, greedy=False, env_kwargs=cfg.env_kwargs)
+    floor = float(random_play.returns.mean())
+    assert result.mean_return_100 > floor + 5, (result.mean_return_100, floor)

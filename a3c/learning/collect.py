@@ -63,7 +63,6 @@ class Collector:
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.episodes: list[tuple[float, int]] = []
-        self.teams: list[float] = []  # many agents: the summed returns of ended games
         obs, _ = envs.reset(seed=seed)
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
@@ -99,7 +98,6 @@ class Collector:
                 acted = info["acted"]
                 self.acted[t] = torch.from_numpy(acted)
                 self.ep_length += acted
-                self.teams.extend(info["team"])
             else:
                 self.ep_length += 1
             if self.scaler is not None:

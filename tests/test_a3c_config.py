@@ -342,3 +342,18 @@ def test_a_pinned_preset_on_more_cores_points_to_the_decoupled_algorithm(
         noted = "note: 16 cores here, 2 workers: preset CartPole-v1 pins a3c to 1" in err
         assert noted == (algo == "a3c"), err
         assert ("--algo ppo uses every core" in err) == (algo == "a3c"), err
+
+
+def test_the_rate_scales_with_workers_past_the_count_it_was_chosen_at():
+    from a3c.run.worker import worker_rate
+
+    def rate(**kw) -> float:
+        return worker_rate(A3CConfig(env="CartPole-v1", lr=1e-3, **kw))
+
+    assert rate(workers=8) == 1e-3, "no --lr-workers: the rate as given"
+    assert rate(workers=8, algo="appo", lr_workers=2) == pytest.approx(5e-4)
+    assert rate(workers=2, algo="appo", lr_workers=2) == 1e-3
+    assert rate(workers=1, algo="appo", lr_workers=2) == 1e-3, "never raised"
+    assert rate(workers=8, algo="ppo", lr_workers=2) == 1e-3, "one learner: no lock-free steps"
+    with pytest.raises(UsageError):
+        config_from_args(build_parser().parse_args(["--lr-workers", "0"]))

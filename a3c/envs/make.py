@@ -36,12 +36,13 @@ from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
 from a3c.envs.families import family_of
-from a3c.envs.multiagent import AgentRows, agent_spaces, is_multiagent
+from a3c.envs.multiagent import AgentRows, AgentView, agent_spaces, is_multiagent
 from a3c.envs.refs import apply_wrapper, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_takes
 from hogwild.errors import UsageError
 
 __all__ = [
+    "agent_view",
     "env_spaces",
     "final_observations",
     "is_multiagent_id",
@@ -201,16 +202,21 @@ def env_spaces(env_id: str, **kwargs: Any) -> EnvSpaces:
     Raises :class:`UsageError` exactly where :func:`make_env` would.
     """
     if is_multiagent_id(env_id):
-        game = _pettingzoo_env(env_id, kwargs)
-        try:
-            return agent_spaces(game, env_id).spaces()
-        finally:
-            game.close()
+        return agent_view(env_id, **kwargs).spaces()
     env = make_env(env_id, **kwargs)
     try:
         return describe_spaces(env)
     finally:
         env.close()
+
+
+def agent_view(env_id: str, **kwargs: Any) -> AgentView:
+    """How one policy sees every agent of the PettingZoo env ``env_id`` (its adapters)."""
+    game = _pettingzoo_env(env_id, kwargs)
+    try:
+        return agent_spaces(game, env_id)
+    finally:
+        game.close()
 
 
 def final_observations(

@@ -70,6 +70,7 @@ class AgentView:
     ``action(policy's)`` through the same adapters as a single-agent env's."""
 
     def __init__(self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
+        self.raw_observation_space, self.raw_action_space = obs_space, act_space
         mask_space = _mask_space(obs_space)
         self.masked = mask_space is not None
         inner = obs_space

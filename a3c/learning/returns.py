@@ -144,7 +144,7 @@ def _gae_own_steps(
 ) -> tuple[Tensor, Tensor]:
     """:func:`gae` over each row's acted steps (see ``acted`` there). Going back in time,
     each row carries what follows its next own step: the rewards since (``pending``),
-    whether an episode ended there and how (``ended``, ``cut_off``), the value to
+    whether an episode ended before it and how (``ended``, ``terminal``), the value to
     bootstrap from and that step's advantage."""
     r, nv = rewards.detach().to(v.dtype), next_values.detach().to(v.dtype)
     adv = torch.zeros_like(v)

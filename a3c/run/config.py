@@ -114,6 +114,14 @@ class A3CConfig(EngineConfig):
         above=0,
     )
     lr: float = setting(7e-4, "learning rate", group=ALGO, above=0)
+    lr_workers: int | None = setting(
+        None,
+        "the worker count --lr was chosen at (none: any): with W more workers learning "
+        "lock-free, each step lands on weights the others moved meanwhile, and the rate "
+        "is scaled by sqrt(this / W); --algo ppo's one learner is not scaled",
+        group=ALGO,
+        min=1,
+    )
     lr_schedule: str = setting(
         "constant",
         "linear: decay to 0 at --total-steps",

@@ -41,7 +41,7 @@ from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
-from a3c.run.worker import SharedRun, run_worker
+from a3c.run.worker import SharedRun, run_worker, worker_rate
 from a3c.scoring import build_model, score_greedy
 from hogwild.console import Progress
 from hogwild.errors import UsageError
@@ -172,6 +172,12 @@ class A3CRun:
                 f"{cfg.env}: preset {cfg.preset or 'none'}, {cfg.algo}, {cfg.workers} workers"
                 f" x {cfg.envs_per_worker} envs"
             )
+            rate = worker_rate(cfg)
+            if rate != cfg.lr:
+                self.progress.print(
+                    f"learning rate {rate:.3g}: --lr {cfg.lr:g} was chosen at {cfg.lr_workers}"
+                    f" workers, x sqrt({cfg.lr_workers}/{cfg.workers}) at {cfg.workers}"
+                )
             measured = measured_workers(cfg)
             if measured is not None and measured != cfg.workers:
                 self.progress.print(

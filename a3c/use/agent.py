@@ -20,7 +20,9 @@ from gymnasium import spaces
 from gymnasium.wrappers import FlattenObservation
 from torch import Tensor
 
-from a3c.envs import make_env
+from a3c.envs import is_multiagent_id, make_env
+from a3c.envs.make import agent_view
+from a3c.envs.multiagent import AgentView
 from a3c.envs.spaces import (
     ByteImage,
     FlatActions,
@@ -56,11 +58,20 @@ class Policy:
     def __init__(self, model: ActorCritic, env_id: str, env_kwargs: dict[str, Any]) -> None:
         self.model = model.eval()
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
+        self.agents: AgentView | None = None  # a PettingZoo env's: every agent's view
+        self.observation_space: spaces.Space
+        self.action_space: spaces.Space
+        if is_multiagent_id(env_id):
+            self.agents = agent_view(env_id, **self.env_kwargs)
+            self.observation_space = self.agents.raw_observation_space
+            self.action_space = self.agents.raw_action_space
+            self._adapters: list[gym.Wrapper] = []
+            return
         env = make_env(env_id, scoring=True, **self.env_kwargs)
         try:
             self._adapters, inner = _adapters_of(env)
-            self.observation_space: spaces.Space = inner.observation_space
-            self.action_space: spaces.Space = inner.action_space
+            self.observation_space = inner.observation_space
+            self.action_space = inner.action_space
         finally:
             env.close()
 
@@ -78,6 +89,8 @@ class Policy:
     def make_env(self, **kwargs: Any) -> gym.Env:
         """The env the policy acts in, as the run scored it (whole games, real rewards),
         with its own spaces; ``kwargs`` go to ``gymnasium.make`` (e.g. ``render_mode``)."""
+        if self.agents is not None:
+            raise UsageError(f"{self.env_id} is a PettingZoo env: make it with its own factory")
         env = make_env(self.env_id, scoring=True, **{**self.env_kwargs, **kwargs})
         return _adapters_of(env)[1]
 
@@ -96,7 +109,11 @@ class Policy:
         SB3). ``state``: a recurrent policy's state from the last call (None: a fresh
         one); ``episode_start``: per env, True where an episode began (resets its state;
         ``a3c.evaluate`` also resets it on Atari's ``info["life_lost"]``, as training did).
-        Stochastic draws (``deterministic=False``) use torch's global generator."""
+        Stochastic draws (``deterministic=False``) use torch's global generator.
+        A PettingZoo env's policy takes ``{agent: observation}`` and gives
+        ``{agent: action}``, every agent from the one policy."""
+        if self.agents is not None:
+            return self._predict_agents(observation, bool(deterministic)), None
         batched = _is_batch(self.observation_space, observation)
         rows = _rows(observation) if batched else [observation]
         x = torch.as_tensor(np.stack([self._adapt_obs(o) for o in rows]))
@@ -114,6 +131,19 @@ class Policy:
         actions = [self._env_action(row) for row in self.model.dist.to_env(a)]
         return (np.stack(actions) if batched else actions[0]), state
 
+    def _predict_agents(self, observations: Any, greedy: bool) -> dict[str, Any]:
+        view = self.agents
+        assert view is not None
+        if not isinstance(observations, dict) or not observations:
+            raise UsageError(
+                f"the policy of {self.env_id} takes a dict of agents' observations, "
+                "as its env's step() returns them"
+            )
+        x = torch.as_tensor(np.stack([view.observation(o) for o in observations.values()]))
+        with torch.no_grad():
+            actions = self.model.dist.to_env(self.model.act(x, greedy))
+        return {agent: view.action(a) for agent, a in zip(observations, actions, strict=True)}
+
     def export(
         self, path: str | Path, format: str | None = None, *, deterministic: bool = True
     ) -> Path:
@@ -129,6 +159,10 @@ class Policy:
         follow them (``logits``, or ``mean`` and ``log_std``). ``policy.json`` in the file
         names the spaces, inputs and outputs. Bad input: one-line UsageError."""
         fmt = export_format(path, format)
+        if self.agents is not None:
+            raise UsageError(
+                f"exporting the policy of a PettingZoo env ({self.env_id}) is not supported yet"
+            )
         graph = self._graph(deterministic)
         model = graph.model
         about = {

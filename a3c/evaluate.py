@@ -14,7 +14,7 @@ import gymnasium as gym
 import torch
 
 from a3c.envs import make_env
-from a3c.scoring import DEFAULT_EVAL_MAX_STEPS, play_episodes
+from a3c.scoring import DEFAULT_EVAL_MAX_STEPS, play_episodes, seat_results
 from a3c.use.saved import load_policy
 from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
@@ -118,6 +118,8 @@ def _main(args: argparse.Namespace) -> int:
             else "1 episode"
         )
     )
+    for line in seat_results(played):
+        print(line)
     if capped:
         print(
             f"{capped} of {args.episodes} episodes were cut at "

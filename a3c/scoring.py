@@ -45,6 +45,22 @@ class Episodes(NamedTuple):
     returns: np.ndarray  # float64: the (unclipped) reward sums
     lengths: np.ndarray  # int64: agent steps
     capped: np.ndarray  # bool: cut by the step cap, not ended by the env
+    seats: tuple[str, ...] = ()  # a turn-based game's: the policy played seats[i % len]
+
+
+def seat_results(played: Episodes) -> list[str]:
+    """A turn-based game's results per seat the policy played: the shares of its games won
+    (a positive return), drawn and lost."""
+    n, lines = len(played.seats), []
+    for i, seat in enumerate(played.seats):
+        r = played.returns[i::n]
+        if r.size:
+            won, lost = float((r > 0).mean()), float((r < 0).mean())
+            lines.append(
+                f"as {seat}: won {won:.2f}, drew {1 - won - lost:.2f}, lost {lost:.2f} "
+                f"of {r.size} games against a random legal player"
+            )
+    return lines
 
 
 def episode_cap(env: gym.Env, max_steps: int | None = None) -> int:
@@ -154,7 +170,7 @@ def play_games(
                     obs, _ = envs.reset()
     finally:
         envs.close()
-    return Episodes(returns, lengths, capped)
+    return Episodes(returns, lengths, capped, tuple(envs.agents) if turns else ())
 
 
 def build_model(spec: dict) -> ActorCritic:

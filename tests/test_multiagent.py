@@ -225,3 +225,16 @@ def test_a_policy_of_many_agents_evaluates_predicts_and_resumes(spread_run, caps
     assert code == 0
     resumed = load_checkpoint(result.run_dir / "checkpoint.pt")
     assert resumed["env_steps"] >= result.env_steps + extra
+
+
+def test_a_turn_based_game_is_scored_per_seat_against_a_random_player():
+    from a3c.scoring import play_games, seat_results
+
+    spec = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,))
+    torch.manual_seed(0)
+    played = play_games(spec.build(), CONNECT_FOUR, 10, 0, greedy=False)
+    assert played.seats == ("player_0", "player_1")
+    assert set(played.returns.tolist()) <= {-1.0, 0.0, 1.0} and not played.capped.any()
+    lines = seat_results(played)
+    assert [line.split(":")[0] for line in lines] == ["as player_0", "as player_1"]
+    assert all("of 5 games" in line for line in lines)

@@ -238,3 +238,17 @@ def test_a_turn_based_game_is_scored_per_seat_against_a_random_player():
     lines = seat_results(played)
     assert [line.split(":")[0] for line in lines] == ["as player_0", "as player_1"]
     assert all("of 5 games" in line for line in lines)
+
+
+def test_max_episode_steps_cuts_the_game_for_the_agents_still_in_it():
+    envs = make_vector_env("agent_envs:leavers", 1, seed=0, max_episode_steps=2)
+    try:
+        envs.reset(seed=0)
+        _, _, terminated, truncated, info = envs.step(np.ones(3, dtype=np.int64))
+        assert not (terminated | truncated).any() and info["team"] == []
+        _, _, terminated, truncated, info = envs.step(np.ones(3, dtype=np.int64))
+        assert terminated.tolist() == [True, False, False], "agent_0's own end comes first"
+        assert truncated.tolist() == [False, True, True]
+        assert info["team"] == [6.0] and all(o is not None for o in info["final_obs"])
+    finally:
+        envs.close()

@@ -233,7 +233,6 @@ class AgentRows(VectorEnv):
         self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
         self._steps = np.zeros(len(self.games), dtype=np.int64)
         self._team = np.zeros(len(self.games))
-        self._acting = np.zeros(self.num_envs, dtype=bool)
 
     def _row(self, g: int, agent: str) -> int:
         return g * len(self.agents) + self.agents.index(agent)
@@ -277,28 +276,23 @@ class AgentRows(VectorEnv):
                 row = self._row(g, agent)
                 rewards[row] = r
                 terminated[row] = bool(terms.get(agent, False))
-                truncated[row] = bool(truncs.get(agent, False)) or (cut and not terminated[row])
+                truncated[row] = bool(truncs.get(agent, False))
             self._team[g] += sum(rew.values())
             for agent, raw in obs.items():
                 self._obs[self._row(g, agent)] = self.view.observation(raw)
             for agent in set(self.agents) - set(game.agents) - set(rew):
                 self._obs[self._row(g, agent)] = 0  # not in the game: a row nobody reads
+            if cut:  # every agent still in the game is cut off
+                for agent in game.agents:
+                    row = self._row(g, agent)
+                    truncated[row] = not terminated[row]
+            first = g * len(self.agents)
+            for row in range(first, first + len(self.agents)):
+                if terminated[row] or truncated[row]:
+                    final_obs[row] = self._obs[row].copy()
             if cut or not game.agents:
-                if cut:  # every agent still in the game is cut off
-                    for agent in game.agents:
-                        row = self._row(g, agent)
-                        truncated[row] = not terminated[row]
-                first = g * len(self.agents)
-                for row in range(first, first + len(self.agents)):
-                    if terminated[row] or truncated[row]:
-                        final_obs[row] = self._obs[row].copy()
                 teams.append(float(self._team[g]))
                 self._start(g, None)
-            else:
-                for agent in terms:
-                    row = self._row(g, agent)
-                    if terminated[row] or truncated[row]:
-                        final_obs[row] = self._obs[row].copy()
         done = terminated | truncated
         info: dict[str, Any] = {
             "acted": acted,

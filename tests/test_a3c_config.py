@@ -77,12 +77,13 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
     }
 
 
-def test_atari_appo_runs_the_two_workers_its_rate_was_measured_at_on_centred_frames():
-    assert config_for("ALE/Qbert-v5").workers == 2
-    assert config_for("ALE/Qbert-v5", workers=8).workers == 8  # a flag still overrides it
-    for algo in ("ppo", "a3c"):
-        cfg = config_for("ALE/Qbert-v5", algo=algo)
-        assert cfg.workers == A3CConfig().workers and cfg.center_frames, algo
+def test_atari_appo_runs_on_every_core_at_a_rate_scaled_from_two_workers():
+    from a3c.run.worker import worker_rate
+
+    cfg = config_for("ALE/Qbert-v5")
+    assert cfg.workers == A3CConfig().workers and cfg.center_frames and cfg.lr_workers == 2
+    assert worker_rate(config_for("ALE/Qbert-v5", workers=2)) == cfg.lr
+    assert worker_rate(config_for("ALE/Qbert-v5", workers=8)) == pytest.approx(cfg.lr / 2)
 
 
 def test_a_run_with_other_workers_than_its_preset_was_measured_with_says_so(
@@ -327,8 +328,8 @@ def test_an_lstm_asked_for_overrides_a_presets_separate_networks():
 def test_a_pinned_preset_on_more_cores_points_to_the_decoupled_algorithm(
     tmp_path, monkeypatch, capsys
 ):
-    """Atari's APPO runs the 2 workers its rate was measured at; on a machine with more
-    cores the run says which algorithm uses them."""
+    """A preset that sets the workers its settings were measured at: on a machine with
+    more cores the run says which algorithm uses them."""
     presets = {**load_presets(), "CartPole-v1": {"workers": 1}}
     monkeypatch.setattr("a3c.run.presets.load_presets", lambda: presets)
     monkeypatch.setattr("os.cpu_count", lambda: 16)

@@ -44,3 +44,14 @@ class Leavers(ParallelEnv):
 
 def leavers() -> Leavers:
     return Leavers()
+
+
+class Chatty(Leavers):
+    """Agents that observe text: a space no policy here takes."""
+
+    def observation_space(self, agent):
+        return spaces.Text(8)
+
+
+def chatty() -> Chatty:
+    return Chatty()

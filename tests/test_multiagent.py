@@ -252,3 +252,19 @@ def test_max_episode_steps_cuts_the_game_for_the_agents_still_in_it():
         assert info["team"] == [6.0] and all(o is not None for o in info["final_obs"])
     finally:
         envs.close()
+
+
+def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
+    from a3c.train import main as train_main
+
+    base = ["--workers", "1", "--total-steps", "100", "--logdir", str(tmp_path)]
+    cases = [
+        (["--env", "agent_envs:chatty"], "observation space Text"),
+        (["--env", "mpe2.simple_speaker_listener_v4:parallel_env"], "different spaces"),
+        (["--env", "agent_envs:leavers", "--algo", "ppo", "--workers", "2"], "--algo ppo"),
+    ]
+    for args, words in cases:
+        assert train_main([*base, *args]) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+    assert not any(tmp_path.iterdir()), "nothing written"

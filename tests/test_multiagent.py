@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from tb_helpers import scalar_points
 
 from a3c.envs import env_spaces, make_vector_env
 from a3c.learning.collect import Collector
@@ -189,6 +190,10 @@ def test_cooperative_agents_learn_simple_spread(spread_run):
     _, result, random_return = spread_run
     assert result.exit_code == 0
     assert result.mean_return_100 > random_return + 3, (result.mean_return_100, random_return)
+    scalars = scalar_points(result.run_dir)
+    team = [v for _, v in scalars["charts/team_return"]]
+    agent = [v for _, v in scalars["charts/episodic_return"]]
+    assert team[-1] == pytest.approx(2 * agent[-1], rel=0.01), "a game's return: both agents'"
 
 
 @pytest.mark.slow

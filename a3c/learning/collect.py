@@ -63,6 +63,7 @@ class Collector:
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.episodes: list[tuple[float, int]] = []
+        self.teams: list[float] = []  # many agents: ended games' returns, summed over agents
         obs, _ = envs.reset(seed=seed)
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
@@ -98,6 +99,7 @@ class Collector:
                 acted = info["acted"]
                 self.acted[t] = torch.from_numpy(acted)
                 self.ep_length += acted
+                self.teams.extend(info["team"])
             else:
                 self.ep_length += 1
             if self.scaler is not None:
@@ -139,6 +141,11 @@ class Collector:
     def take_episodes(self) -> list[tuple[float, int]]:
         """The (return, length) of the episodes finished since the last call."""
         out, self.episodes = self.episodes, []
+        return out
+
+    def take_team_returns(self) -> list[float]:
+        """Many agents: the summed returns of the games ended since the last call."""
+        out, self.teams = self.teams, []
         return out
 
 

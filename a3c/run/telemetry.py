@@ -49,6 +49,9 @@ def algorithm_metrics() -> tuple[Metric, ...]:
 METRICS = (
     *COUNTS,
     Metric("env_steps", None, SUM),
+    # many agents (a3c.envs.multiagent): games ended, and their returns summed over agents
+    Metric("games", None, SUM),
+    Metric("team_return", None, SUM),
     *algorithm_metrics(),
     *STEP_FIGURES,
 )
@@ -156,6 +159,9 @@ def window_scalars(
                 "charts/mean_return_100": stats.mean_100,
             }
         )
+    games = w[STAT["games"]]
+    if games > 0:
+        scalars["charts/team_return"] = w[STAT["team_return"]] / games
     n = w[STAT["updates"]]
     if n > 0 or w[STAT["skipped"]] > 0:
         # A window whose every update was skipped still logs its counts: the skipped

@@ -74,6 +74,9 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             for ret, length in collector.take_episodes():
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
+            for team in collector.take_team_returns():
+                telemetry.stats.add("games")
+                telemetry.stats.add("team_return", team)
             learner.learn(rollout, run_steps(run))
             steps = T * K if rollout.acted is None else int(rollout.acted.sum())
             telemetry.stats.add("env_steps", steps)

@@ -273,3 +273,20 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert words in err and len(err.splitlines()) == 1, err
     assert not any(tmp_path.iterdir()), "nothing written"
+
+
+def test_a_game_whose_agents_leave_trains_and_evaluates(tmp_path, capsys):
+    """Real workers on a game agents leave one by one: it learns that action 1 pays (each
+    agent's return is its number of steps, 2 to 4, when it always takes it; random play
+    gets half), and a3c.evaluate plays its games."""
+    from a3c.api import config_for
+    from a3c.evaluate import main as evaluate_main
+
+    cfg = config_for("agent_envs:leavers", workers=2, total_steps=40_000, seed=0,
+                     eval_interval=0.0, logdir=str(tmp_path))  # fmt: skip
+    result = train(cfg)
+    assert result.exit_code == 0
+    assert result.mean_return_100 > 2.5, "random play: 1.5 an agent"
+    assert evaluate_main([str(result.run_dir / "checkpoint.pt"), "--episodes", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "greedy return 3.00" in out, out

@@ -55,9 +55,9 @@ def seat_results(played: Episodes) -> list[str]:
     for i, seat in enumerate(played.seats):
         r = played.returns[i::n]
         if r.size:
-            won, lost = float((r > 0).mean()), float((r < 0).mean())
+            won, drew, lost = (float(x.mean()) for x in (r > 0, r == 0, r < 0))
             lines.append(
-                f"as {seat}: won {won:.2f}, drew {1 - won - lost:.2f}, lost {lost:.2f} "
+                f"as {seat}: won {won:.2f}, drew {drew:.2f}, lost {lost:.2f} "
                 f"of {r.size} games against a random legal player"
             )
     return lines

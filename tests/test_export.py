@@ -95,8 +95,8 @@ def make_policy(env_id: str, **spec: Any) -> Policy:
             "minatar", reason='needs the minatar extra: pip install -e ".[minatar]"'
         )
     torch.manual_seed(0)
-    shape, dtype, action = env_spaces(env_id)
-    model = ModelSpec(shape, action, dtype, **spec).build()
+    spaces = env_spaces(env_id)
+    model = ModelSpec(spaces.obs_shape, spaces.action, spaces.obs_dtype, **spec).build()
     with torch.no_grad():
         model.head.weight.normal_()
         if model.trunk and not model.spec.image:  # CartPole's observations are small numbers

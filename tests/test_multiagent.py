@@ -166,14 +166,14 @@ def test_agents_with_different_spaces_are_one_line():
 @pytest.fixture(scope="module")
 def spread_run(tmp_path_factory):
     """``a3c.train --env SPREAD --env-kwargs N=2,max_cycles=25`` with its preset, 2 workers,
-    120 s, and random play's per-agent return in the same harness."""
+    60 s, and random play's per-agent return in the same harness."""
     from a3c.api import config_for
     from a3c.scoring import play_games
 
     pytest.importorskip("pettingzoo", reason=EXTRA)
     pytest.importorskip("mpe2", reason=EXTRA)
     kwargs = {"N": 2, "max_cycles": 25}
-    cfg = config_for(SPREAD, workers=2, time_limit=120.0, seed=1, eval_interval=30.0,
+    cfg = config_for(SPREAD, workers=2, time_limit=60.0, seed=1, eval_interval=20.0,
                      eval_episodes=5, env_kwargs=kwargs,
                      logdir=str(tmp_path_factory.mktemp("runs")))  # fmt: skip
     result = train(cfg)

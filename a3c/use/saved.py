@@ -40,10 +40,11 @@ def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
     env_id = str(ckpt["env_id"])
     if env and env != env_id:
         spaces, spec = env_spaces(env, **env_kwargs), model.spec
-        if (spaces.obs_shape, spaces.obs_dtype, spaces.action) != (
+        if (spaces.obs_shape, spaces.obs_dtype, spaces.action, spaces.action_mask) != (
             spec.obs_shape,
             spec.obs_dtype,
             spec.action,
+            spec.action_mask,
         ):
             raise UsageError(
                 f"env {env} has observations {spaces.obs_dtype} {spaces.obs_shape} and"

@@ -52,4 +52,7 @@ def test_a_family_preset_learns_an_env_it_was_not_tuned_on(
     r = train(cfg)
     assert r.exit_code == 0
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
-    assert r.mean_return_100 >= budget["target_return"] >= 10 * random_score
+    # The best mean, not the last: episodes that end while the workers stop come after it
+    # (RoadRunner once: 115.0 when solved, 113.0 at exit).
+    assert r.best_mean_100 is not None
+    assert r.best_mean_100.mean >= budget["target_return"] >= 10 * random_score

@@ -290,3 +290,8 @@ def test_a_game_whose_agents_leave_trains_and_evaluates(tmp_path, capsys):
     assert evaluate_main([str(result.run_dir / "checkpoint.pt"), "--episodes", "5"]) == 0
     out = capsys.readouterr().out
     assert "greedy return 3.00" in out, out
+
+
+def test_a_wrapper_that_fails_on_a_pettingzoo_env_is_one_line():
+    with pytest.raises(UsageError, match="wrapper 'user_envs:Positions' failed on PettingZoo"):
+        make_vector_env("agent_envs:leavers", 1, seed=0, wrappers=["user_envs:Positions"])

@@ -351,7 +351,15 @@ def _pettingzoo_env(env_id: str, kwargs: dict[str, Any]) -> Any:
     kwargs.pop("max_episode_steps", None)
     env = _from_factory(env_id, kwargs)
     for ref in wrappers:
-        wrapped = resolve(ref, "wrapper")(env)
+        wrapper = resolve(ref, "wrapper")
+        try:
+            wrapped = wrapper(env)
+        except Exception as e:
+            env.close()
+            raise UsageError(
+                f"wrapper {ref!r} failed on PettingZoo env {env_id!r}: "
+                f"{type(e).__name__}: {_one_line(e)}"
+            ) from e
         if not is_multiagent(wrapped):
             env.close()
             raise UsageError(f"wrapper {ref!r} on PettingZoo env {env_id!r} did not return one")

@@ -221,6 +221,7 @@ class AgentRows(VectorEnv):
             self.close()
             raise
         self.agents = list(self.games[0].env.possible_agents)
+        self._index = {agent: i for i, agent in enumerate(self.agents)}  # rows in a game
         self.num_envs = len(self.games) * len(self.agents)
         self.single_observation_space = self.view.observation_space
         self.single_action_space = self.view.action_space
@@ -235,7 +236,7 @@ class AgentRows(VectorEnv):
         self._team = np.zeros(len(self.games))
 
     def _row(self, g: int, agent: str) -> int:
-        return g * len(self.agents) + self.agents.index(agent)
+        return g * len(self.agents) + self._index[agent]
 
     def _start(self, g: int, seed: int | None) -> None:
         rows = slice(g * len(self.agents), (g + 1) * len(self.agents))

@@ -13,8 +13,17 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from a3c.envs import make_env
-from a3c.scoring import DEFAULT_EVAL_MAX_STEPS, play_episodes, seat_results
+from a3c.envs import is_multiagent_id, make_env
+from a3c.envs.make import agent_view
+from a3c.policy import ActorCritic
+from a3c.scoring import (
+    DEFAULT_EVAL_MAX_STEPS,
+    RANDOM_PLAYER,
+    agent_results,
+    play_episodes,
+    play_games,
+    seat_results,
+)
 from a3c.use.saved import load_policy
 from hogwild.cli import positive_int, run_cli
 from hogwild.errors import UsageError
@@ -86,23 +95,39 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
     return videos
 
 
+def _opponent(
+    choice: str | None, model: ActorCritic, env_id: str, env_kwargs: dict[str, Any]
+) -> tuple[ActorCritic | None, str]:
+    """``--opponent``'s player of a turn-based game's other seats, and its name."""
+    if choice is None or choice == "random":
+        return None, RANDOM_PLAYER
+    turns = is_multiagent_id(env_id) and agent_view(env_id, **env_kwargs).turns
+    if not turns:
+        raise UsageError(f"--opponent is for turn-based PettingZoo games; {env_id} is not one")
+    if choice == "self":
+        return model, "itself (sampling)"
+    return load_policy(choice, env_id).model, f"{choice} (sampling)"
+
+
 def _main(args: argparse.Namespace) -> int:
     model, env_id, env_kwargs = load_policy(args.checkpoint, args.env)
+    opponent, against = _opponent(args.opponent, model, env_id, env_kwargs)
     env = _make_recording_env(env_id, args.record, env_kwargs) if args.record else None
     # --stochastic draws actions from torch's global RNG: seed it too, so that one --seed
     # gives one set of returns (torch seeds that RNG differently in every process).
     torch.manual_seed(args.seed)
+    greedy = not args.stochastic
     try:
-        played = play_episodes(
-            model,
-            env_id,
-            args.episodes,
-            args.seed,
-            greedy=not args.stochastic,
-            env=env,
-            env_kwargs=env_kwargs,
-            max_steps=args.max_steps,
-        )
+        if env is None and is_multiagent_id(env_id):
+            played = play_games(
+                model, env_id, args.episodes, args.seed, greedy=greedy,
+                env_kwargs=env_kwargs, max_steps=args.max_steps, opponent=opponent,
+            )  # fmt: skip
+        else:
+            played = play_episodes(
+                model, env_id, args.episodes, args.seed, greedy=greedy, env=env,
+                env_kwargs=env_kwargs, max_steps=args.max_steps,
+            )  # fmt: skip
     except BaseException:
         if env is not None:
             env.close()
@@ -118,8 +143,10 @@ def _main(args: argparse.Namespace) -> int:
             else "1 episode"
         )
     )
-    for line in seat_results(played):
+    for line in [*seat_results(played, against), *agent_results(played)]:
         print(line)
+    if played.agent_returns is not None and model.spec.action_mask:
+        print(f"illegal moves: {played.illegal}")
     if capped:
         print(
             f"{capped} of {args.episodes} episodes were cut at "
@@ -157,6 +184,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"max_episode_steps, else {DEFAULT_EVAL_MAX_STEPS:_})",
     )
     p.add_argument("--env", default=None, help="override the checkpoint's environment id")
+    p.add_argument(
+        "--opponent",
+        metavar="random|self|PATH",
+        default=None,
+        help="turn-based PettingZoo games: who plays the other seats: a random legal player "
+        "(default), the policy itself, or another checkpoint's; an opponent policy samples",
+    )
     p.add_argument("--record", metavar="DIR", default=None, help="write videos (RecordVideo)")
     return p
 

@@ -46,9 +46,16 @@ class Episodes(NamedTuple):
     lengths: np.ndarray  # int64: agent steps
     capped: np.ndarray  # bool: cut by the step cap, not ended by the env
     seats: tuple[str, ...] = ()  # a turn-based game's: the policy played seats[i % len]
+    agents: tuple[str, ...] = ()  # many agents: the game's agents, as agent_returns' columns
+    agent_returns: np.ndarray | None = None  # many agents: [games, agents], each its own sum
+    illegal: int = 0  # many agents: moves of the policy's the action mask forbade
 
 
-def seat_results(played: Episodes) -> list[str]:
+#: Who plays the other seats of a turn-based game when no opponent policy is given.
+RANDOM_PLAYER = "a random legal player"
+
+
+def seat_results(played: Episodes, against: str = RANDOM_PLAYER) -> list[str]:
     """A turn-based game's results per seat the policy played: the shares of its games won
     (a positive return), drawn and lost."""
     n, lines = len(played.seats), []
@@ -58,9 +65,19 @@ def seat_results(played: Episodes) -> list[str]:
             won, drew, lost = (float(x.mean()) for x in (r > 0, r == 0, r < 0))
             lines.append(
                 f"as {seat}: won {won:.2f}, drew {drew:.2f}, lost {lost:.2f} "
-                f"of {r.size} games against a random legal player"
+                f"of {r.size} games against {against}"
             )
     return lines
+
+
+def agent_results(played: Episodes) -> list[str]:
+    """A cooperative game's team return (its agents' sum) and each agent's, as means over
+    the games played; nothing for one agent or a turn-based game (see :func:`seat_results`)."""
+    per = played.agent_returns
+    if per is None or played.seats or per.shape[1] < 2:
+        return []
+    each = ", ".join(f"{a} {r:.2f}" for a, r in zip(played.agents, per.mean(0), strict=True))
+    return [f"team return {per.sum(1).mean():.2f} ± {per.sum(1).std():.2f}; per agent: {each}"]
 
 
 def episode_cap(env: gym.Env, max_steps: int | None = None) -> int:
@@ -132,11 +149,13 @@ def play_games(
     device: torch.device | str = "cpu",
     env_kwargs: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
+    opponent: ActorCritic | None = None,
 ) -> Episodes:
     """``games`` games of a PettingZoo env, one after another (the first seeded ``seed``):
     each game's return is its agents' mean. In a turn-based game the policy plays one seat
-    against a random legal player (seat ``i % agents`` in game ``i``), and the return is
-    its seat's, so a policy that wins every game scores the win's reward."""
+    (seat ``i % agents`` in game ``i``) and the return is its seat's, so a policy that wins
+    every game scores the win's reward; the other seats are played by ``opponent``, which
+    samples its moves (so that games differ), or without one by a random legal player."""
     envs = make_vector_env(env_id, 1, seed, **(env_kwargs or {}))
     assert isinstance(envs, AgentRows)
     rng = np.random.default_rng(seed)
@@ -145,6 +164,8 @@ def play_games(
     returns = np.zeros(games)
     lengths = np.zeros(games, dtype=np.int64)
     capped = np.zeros(games, dtype=bool)
+    per_agent = np.zeros((games, n))
+    illegal = 0
     try:
         obs, _ = envs.reset(seed=seed)
         got, game = np.zeros(n), 0
@@ -152,25 +173,31 @@ def play_games(
             while game < games:
                 x = torch.as_tensor(obs, device=device)
                 actions = model.dist.to_env(model.act(x, greedy).cpu())
-                if turns:  # the other seats play uniformly among their legal moves
-                    for row in range(n):
-                        if row != game % n:
-                            legal = np.flatnonzero(obs[row, -model.n_pi :] > 0.5)
-                            actions[row] = rng.choice(legal) if legal.size else 0
+                mine = np.arange(n) == game % n if turns else np.ones(n, dtype=bool)
+                if turns and opponent is not None:
+                    theirs = opponent.dist.to_env(opponent.act(x, greedy=False).cpu())
+                    actions[~mine] = theirs[~mine]
+                elif turns:  # the other seats play uniformly among their legal moves
+                    for row in np.flatnonzero(~mine):
+                        legal = np.flatnonzero(obs[row, -model.n_pi :] > 0.5)
+                        actions[row] = rng.choice(legal) if legal.size else 0
                 obs, reward, _, _, info = envs.step(actions)
+                illegal += int(info["illegal"][mine].sum())
                 got += reward
                 lengths[game] += 1
                 if not info["team"] and lengths[game] < cap:
                     continue
                 capped[game] = not info["team"]
                 returns[game] = got[game % n] if turns else got.mean()
+                per_agent[game] = got
                 got[:] = 0
                 game += 1
                 if capped[game - 1] and game < games:
                     obs, _ = envs.reset()
     finally:
         envs.close()
-    return Episodes(returns, lengths, capped, tuple(envs.agents) if turns else ())
+    seats = tuple(envs.agents) if turns else ()
+    return Episodes(returns, lengths, capped, seats, tuple(envs.agents), per_agent, illegal)
 
 
 def build_model(spec: dict) -> ActorCritic:

@@ -238,6 +238,33 @@ def test_every_adapter_is_exported(env_id, fmt, tmp_path, request):
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_a_pettingzoo_policy_exports_one_agent_a_row_with_its_mask(fmt, tmp_path, request):
+    """Connect four's ``{"observation", "action_mask"}`` from real games, both seats: the
+    file gives predict's actions, never a masked one."""
+    pytest.importorskip(
+        "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
+    )
+    from pettingzoo.classic import connect_four_v3
+
+    ort = request.getfixturevalue("ort") if fmt == "onnx" else None
+    policy = make_policy("pettingzoo.classic.connect_four_v3:env", action_mask=True)
+    env, rng, rows = connect_four_v3.env(), np.random.default_rng(0), []
+    env.reset(seed=0)
+    while len(rows) < 64:
+        obs, _, terminated, truncated, _ = env.last()
+        if terminated or truncated:
+            env.reset(seed=len(rows))
+            continue
+        rows.append(obs)
+        env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
+    expected = np.array(list(policy.predict(dict(enumerate(rows)))[0].values()))
+    batch = {key: np.stack([r[key] for r in rows]) for key in policy.observation_space.spaces}
+    actions, _ = runner(fmt, policy.export(tmp_path / f"policy{SUFFIX[fmt]}"), ort)(batch, None)
+    assert_same_actions(actions, expected)
+    assert all(r["action_mask"][a] for r, a in zip(rows, actions, strict=True))
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
 def test_an_lstm_carries_its_state_through_a_50_step_episode(fmt, tmp_path, request):
     ort = request.getfixturevalue("ort") if fmt == "onnx" else None
     policy = make_named("pendulum_lstm")  # Pendulum: 200 steps, never ends early

@@ -166,14 +166,14 @@ def test_agents_with_different_spaces_are_one_line():
 @pytest.fixture(scope="module")
 def spread_run(tmp_path_factory):
     """``a3c.train --env SPREAD --env-kwargs N=2,max_cycles=25`` with its preset, 2 workers,
-    60 s, and random play's per-agent return in the same harness."""
+    40 s, and random play's per-agent return in the same harness."""
     from a3c.api import config_for
     from a3c.scoring import play_games
 
     pytest.importorskip("pettingzoo", reason=EXTRA)
     pytest.importorskip("mpe2", reason=EXTRA)
     kwargs = {"N": 2, "max_cycles": 25}
-    cfg = config_for(SPREAD, workers=2, time_limit=60.0, seed=1, eval_interval=20.0,
+    cfg = config_for(SPREAD, workers=2, time_limit=40.0, seed=1, eval_interval=15.0,
                      eval_episodes=5, env_kwargs=kwargs,
                      logdir=str(tmp_path_factory.mktemp("runs")))  # fmt: skip
     result = train(cfg)
@@ -194,6 +194,8 @@ def test_cooperative_agents_learn_simple_spread(spread_run):
     team = [v for _, v in scalars["charts/team_return"]]
     agent = [v for _, v in scalars["charts/episodic_return"]]
     assert team[-1] == pytest.approx(2 * agent[-1], rel=0.01), "a game's return: both agents'"
+    assert scalars["charts/illegal_moves"], "logged with the games"
+    assert all(v == 0 for _, v in scalars["charts/illegal_moves"])
 
 
 @pytest.mark.slow
@@ -210,7 +212,8 @@ def test_a_policy_of_many_agents_evaluates_predicts_and_resumes(spread_run, caps
     best = result.run_dir / "best.pt"
     assert best.is_file()
     assert evaluate_main([str(best), "--episodes", "3"]) == 0
-    assert "greedy return" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "greedy return" in out and "per agent: agent_0" in out and "team return" in out
 
     policy = Policy.load(best)
     env = simple_spread_v3.parallel_env(N=2, max_cycles=25)
@@ -243,6 +246,65 @@ def test_a_turn_based_game_is_scored_per_seat_against_a_random_player():
     lines = seat_results(played)
     assert [line.split(":")[0] for line in lines] == ["as player_0", "as player_1"]
     assert all("of 5 games" in line for line in lines)
+    assert played.illegal == 0 and played.agent_returns is not None
+    assert (played.agent_returns.sum(1) == 0).all(), "one seat's win is the other's loss"
+
+
+def connect_four_checkpoint(path, seed: int) -> str:
+    """An untrained connect four policy saved as a3c.train saves one."""
+    torch.manual_seed(seed)
+    model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
+    torch.save({"model": model.state_dict(), "model_spec": model.spec.to_dict(),
+                "env_id": CONNECT_FOUR}, path)  # fmt: skip
+    return str(path)
+
+
+def test_evaluate_plays_the_other_seat_with_an_opponent_of_the_users_choice(tmp_path, capsys):
+    from a3c.evaluate import main as evaluate_main
+
+    mine = connect_four_checkpoint(tmp_path / "mine.pt", 0)
+    other = connect_four_checkpoint(tmp_path / "other.pt", 1)
+    for opponent, against in [
+        ("random", "a random legal player"),
+        ("self", "itself (sampling)"),
+        (other, f"{other} (sampling)"),
+    ]:
+        assert evaluate_main([mine, "--episodes", "6", "--opponent", opponent]) == 0
+        out = capsys.readouterr().out
+        seats = [line for line in out.splitlines() if line.startswith("as player_")]
+        assert len(seats) == 2 and all(f"of 3 games against {against}" in s for s in seats), out
+        assert "illegal moves: 0" in out
+
+    cartpole = tmp_path / "cartpole.pt"
+    model = ModelSpec((4,), {"type": "discrete", "n": 2}).build()
+    torch.save({"model": model.state_dict(), "model_spec": model.spec.to_dict(),
+                "env_id": "CartPole-v1"}, cartpole)  # fmt: skip
+    for args, words in [
+        ([mine, "--opponent", str(cartpole)], "the policy in"),
+        ([mine, "--opponent", str(tmp_path / "none.pt")], "not found"),
+        ([str(cartpole), "--opponent", "self"], "turn-based PettingZoo games"),
+    ]:
+        assert evaluate_main(args) == 2, args
+        err = capsys.readouterr().err.strip()
+        assert words in err and len(err.splitlines()) == 1, err
+
+
+def test_a_move_the_mask_forbids_is_flagged_and_the_game_judges_it():
+    """Six moves fill connect four's first column; a seventh there is illegal: flagged in
+    ``info["illegal"]`` for the mover's row alone, and the game's own rule ends it, the
+    mover losing."""
+    envs = make_vector_env(CONNECT_FOUR, 1, seed=0)
+    try:
+        envs.reset(seed=0)
+        column_0 = np.zeros(2, dtype=np.int64)
+        for _ in range(6):
+            info = envs.step(column_0)[-1]
+            assert not info["illegal"].any()
+        _, reward, terminated, _, info = envs.step(column_0)
+        assert info["illegal"].tolist() == [True, False]
+        assert reward.tolist() == [-1.0, 0.0] and terminated.all() and info["team"] == [-1.0]
+    finally:
+        envs.close()
 
 
 def test_max_episode_steps_cuts_the_game_for_the_agents_still_in_it():

@@ -36,3 +36,21 @@ def test_a_window_with_updates_logs_their_means_and_counts():
     assert written["losses/value_loss"] == 0.5
     assert written["charts/dead_units"] == 0.125
     assert written["charts/skipped_updates"] == 1
+
+
+def test_games_of_many_agents_log_the_team_return_and_illegal_moves_and_show_the_team():
+    from a3c.run.config import A3CConfig
+    from a3c.run.telemetry import status_line
+
+    stats = RunStats()
+    assert stats.team_100 is None
+    stats.add(message(games=60, team_return=60 * -30.0, env_steps=100))
+    stats.add(message(games=60, team_return=60 * -20.0, illegal_moves=2, env_steps=100))
+    written = window_scalars(stats, dt=1.0, steps=200)
+    assert written["charts/team_return"] == -25.0 and written["charts/illegal_moves"] == 2
+    assert stats.team_100 == -25.0, "the last 100-odd games: both messages"
+    stats.add(message(games=100, team_return=100 * -10.0))
+    assert stats.team_100 == -10.0, "older games leave the mean"
+    line = status_line(A3CConfig(), stats, steps=300, elapsed=1.0, start_steps=0).line
+    assert "team -10.0" in line
+    assert "charts/illegal_moves" not in window_scalars(RunStats(), dt=1.0, steps=0)

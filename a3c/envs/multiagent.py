@@ -69,8 +69,11 @@ class AgentView:
     """One agent's spaces as the policy takes them: ``observation(raw)`` and
     ``action(policy's)`` through the same adapters as a single-agent env's."""
 
-    def __init__(self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
+    def __init__(
+        self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space, turns: bool = False
+    ) -> None:
         self.raw_observation_space, self.raw_action_space = obs_space, act_space
+        self.turns = turns  # a turn-based (AEC) game's agents
         mask_space = _mask_space(obs_space)
         self.masked = mask_space is not None
         inner = obs_space
@@ -82,6 +85,7 @@ class AgentView:
         while isinstance(env, gym.Wrapper):
             chain.append(env)
             env = env.env
+        self.adapters = chain  # outermost first, as a3c.use.graph.ActingGraph takes them
         self._obs = [w for w in reversed(chain) if isinstance(w, gym.ObservationWrapper)]
         self._act = [w for w in chain if isinstance(w, gym.ActionWrapper)]
         space = adapted.observation_space
@@ -139,7 +143,14 @@ def agent_spaces(env: Any, env_id: str) -> AgentView:
                 f"environment {env_id!r}: agents {first!r} and {agent!r} have different "
                 "spaces; one policy learns for every agent, so all must share theirs"
             )
-    return AgentView(env_id, env.observation_space(first), env.action_space(first))
+    return AgentView(
+        env_id, env.observation_space(first), env.action_space(first), _turn_based(env)
+    )
+
+
+def _turn_based(env: Any) -> bool:
+    """Whether ``env`` is a PettingZoo ``AECEnv`` (agents take turns)."""
+    return any(c.__name__ == "AECEnv" for c in type(env).__mro__)
 
 
 class _Game:
@@ -147,7 +158,7 @@ class _Game:
 
     def __init__(self, env: Any) -> None:
         self.env = env
-        self.turns = any(c.__name__ == "AECEnv" for c in type(env).__mro__)
+        self.turns = _turn_based(env)
 
     def reset(self, seed: int | None) -> dict[str, Any]:
         if self.turns:
@@ -204,7 +215,9 @@ class AgentRows(VectorEnv):
     ``makers`` build the games (PettingZoo envs); game ``g`` is first reset with
     ``seed + g``. ``max_steps`` cuts every game at that many steps (a truncation) where its
     own limit does not. ``info["acted"]`` (bool ``[rows]``): which rows' actions the step
-    took; ``info["team"]``: the summed returns of the games that ended at this step.
+    took; ``info["illegal"]`` (bool ``[rows]``): which of them the action mask forbade (the
+    game's own rules then judge the move); ``info["team"]``: the summed returns of the games
+    that ended at this step.
     """
 
     def __init__(
@@ -231,6 +244,7 @@ class AgentRows(VectorEnv):
         self.render_mode = None
         self._seed, self._max_steps = seed, max_steps
         space = self.single_observation_space
+        self._mask_start = space.shape[0] - int(getattr(self.single_action_space, "n", 0))
         self._obs = np.zeros((self.num_envs, *space.shape), dtype=space.dtype)
         self._steps = np.zeros(len(self.games), dtype=np.int64)
         self._team = np.zeros(len(self.games))
@@ -262,6 +276,7 @@ class AgentRows(VectorEnv):
         terminated = np.zeros(n, dtype=bool)
         truncated = np.zeros(n, dtype=bool)
         acted = np.zeros(n, dtype=bool)
+        illegal = np.zeros(n, dtype=bool)
         final_obs = np.full(n, None, dtype=object)
         teams: list[float] = []
         for g, game in enumerate(self.games):
@@ -271,6 +286,9 @@ class AgentRows(VectorEnv):
                 {a: self.view.action(actions[r]) for a, r in rows.items()}
             )
             acted[list(rows.values())] = True
+            if self.view.masked:
+                for row in rows.values():
+                    illegal[row] = self._obs[row, self._mask_start + int(actions[row])] < 0.5
             self._steps[g] += 1
             cut = self._max_steps is not None and self._steps[g] >= self._max_steps
             for agent, r in rew.items():
@@ -297,6 +315,7 @@ class AgentRows(VectorEnv):
         done = terminated | truncated
         info: dict[str, Any] = {
             "acted": acted,
+            "illegal": illegal,
             "final_obs": final_obs,
             "_final_obs": done,
             "team": teams,

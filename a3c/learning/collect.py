@@ -64,6 +64,7 @@ class Collector:
         self.ep_length = np.zeros(K, dtype=np.int64)
         self.episodes: list[tuple[float, int]] = []
         self.teams: list[float] = []  # many agents: ended games' returns, summed over agents
+        self.illegal = 0  # many agents: moves the action mask forbade
         obs, _ = envs.reset(seed=seed)
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
@@ -100,6 +101,7 @@ class Collector:
                 self.acted[t] = torch.from_numpy(acted)
                 self.ep_length += acted
                 self.teams.extend(info["team"])
+                self.illegal += int(info["illegal"].sum())
             else:
                 self.ep_length += 1
             if self.scaler is not None:
@@ -143,10 +145,11 @@ class Collector:
         out, self.episodes = self.episodes, []
         return out
 
-    def take_team_returns(self) -> list[float]:
-        """Many agents: the summed returns of the games ended since the last call."""
-        out, self.teams = self.teams, []
-        return out
+    def take_games(self) -> tuple[list[float], int]:
+        """Many agents: the summed returns of the games ended since the last call, and the
+        illegal moves made since."""
+        out, self.teams, illegal, self.illegal = self.teams, [], self.illegal, 0
+        return out, illegal
 
 
 def _records_episodes(envs: VectorEnv) -> bool:

@@ -49,9 +49,11 @@ def algorithm_metrics() -> tuple[Metric, ...]:
 METRICS = (
     *COUNTS,
     Metric("env_steps", None, SUM),
-    # many agents (a3c.envs.multiagent): games ended, and their returns summed over agents
+    # many agents (a3c.envs.multiagent): games ended, their returns summed over agents, and
+    # moves an action mask forbade
     Metric("games", None, SUM),
     Metric("team_return", None, SUM),
+    Metric("illegal_moves", None, SUM),
     *algorithm_metrics(),
     *STEP_FIGURES,
 )
@@ -63,6 +65,8 @@ STAT = {name: i for i, name in enumerate(STATS)}
 #: The slots kept as the largest value, not summed.
 PEAKS = np.array([i for i, m in enumerate(METRICS) if m.logged == MAX], dtype=np.int64)
 MAX_EPISODES = 256
+#: The console's team return is the mean of about this many games, the last ones ended.
+TEAM_GAMES = 100
 SEND_EVERY_S = 0.05
 
 
@@ -119,6 +123,7 @@ class RunStats:
         self.window = np.zeros(len(STATS))
         self.window_returns: list[float] = []
         self.window_lengths: list[int] = []
+        self.teams: collections.deque[tuple[float, float]] = collections.deque()  # (games, sum)
 
     def add(self, buf: dict[str, torch.Tensor]) -> None:
         stats = buf["stats"].numpy()
@@ -126,6 +131,11 @@ class RunStats:
         self.window += stats
         self.window[PEAKS] = peaks
         self.env_steps += int(stats[STAT["env_steps"]])
+        games = stats[STAT["games"]]
+        if games:
+            self.teams.append((games, stats[STAT["team_return"]]))
+            while sum(g for g, _ in self.teams) - self.teams[0][0] >= TEAM_GAMES:
+                self.teams.popleft()
         n = int(buf["n_episodes"])
         if n:
             rets = buf["ep_return"][:n].tolist()
@@ -137,6 +147,12 @@ class RunStats:
     @property
     def mean_100(self) -> float:
         return float(np.mean(self.recent)) if self.recent else float("nan")
+
+    @property
+    def team_100(self) -> float | None:
+        """Many agents: the mean team return of the last ~100 games ended (None: none yet)."""
+        games = sum(g for g, _ in self.teams)
+        return sum(t for _, t in self.teams) / games if games else None
 
     @property
     def full_100(self) -> bool:
@@ -159,9 +175,11 @@ def window_scalars(
                 "charts/mean_return_100": stats.mean_100,
             }
         )
-    games = w[STAT["games"]]
+    games, illegal = w[STAT["games"]], w[STAT["illegal_moves"]]
     if games > 0:
         scalars["charts/team_return"] = w[STAT["team_return"]] / games
+    if games > 0 or illegal > 0:
+        scalars["charts/illegal_moves"] = illegal
     n = w[STAT["updates"]]
     if n > 0 or w[STAT["skipped"]] > 0:
         # A window whose every update was skipped still logs its counts: the skipped
@@ -190,7 +208,9 @@ def status_line(
     rate = (steps - start_steps) / max(elapsed, 1e-9)
     target = "" if cfg.target_return is None else f" / target {cfg.target_return:g}"
     mean = f"{stats.mean_100:.1f}" if stats.recent else "(no episode yet)"
-    solved = f"mean return(100) {mean}{target}, episodes {stats.episodes:,}"
+    team_100 = stats.team_100
+    team = "" if team_100 is None else f", team {team_100:.1f}"
+    solved = f"mean return(100) {mean}{target}{team}, episodes {stats.episodes:,}"
     total = None if cfg.total_steps >= NO_STEP_BUDGET else cfg.total_steps
     budget = "" if total is None else f"/{total:,}"
     return Status(

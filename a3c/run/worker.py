@@ -74,9 +74,11 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             for ret, length in collector.take_episodes():
                 telemetry.returns.append(ret)
                 telemetry.lengths.append(length)
-            for team in collector.take_team_returns():
+            teams, illegal = collector.take_games()
+            for team in teams:
                 telemetry.stats.add("games")
                 telemetry.stats.add("team_return", team)
+            telemetry.stats.add("illegal_moves", illegal)
             learner.learn(rollout, run_steps(run))
             steps = T * K if rollout.acted is None else int(rollout.acted.sum())
             telemetry.stats.add("env_steps", steps)

@@ -156,13 +156,10 @@ class Policy:
         adapters, normalisation and clipping inside; an LSTM policy maps ``(obs, h, c)`` to
         ``(actions, h_next, c_next)`` from zero ``[B, state_size]`` states. With
         ``deterministic=False`` the actions are drawn and the distribution's parameters
-        follow them (``logits``, or ``mean`` and ``log_std``). ``policy.json`` in the file
-        names the spaces, inputs and outputs. Bad input: one-line UsageError."""
+        follow them (``logits``, or ``mean`` and ``log_std``). A PettingZoo env's policy maps
+        one agent's observation a row, any agents (one policy acts for all). ``policy.json``
+        in the file names the spaces, inputs and outputs. Bad input: one-line UsageError."""
         fmt = export_format(path, format)
-        if self.agents is not None:
-            raise UsageError(
-                f"exporting the policy of a PettingZoo env ({self.env_id}) is not supported yet"
-            )
         graph = self._graph(deterministic)
         model = graph.model
         about = {
@@ -172,6 +169,8 @@ class Policy:
             "state_size": model.spec.lstm,
             "deterministic": bool(deterministic),
         }
+        if self.agents is not None:
+            about["agents"] = "every agent's observation one row of obs; one policy for all"
         if isinstance(model.dist, DiagGaussian):  # for users who draw from mean and log_std
             about["action_bounds"] = {
                 "low": model.dist.low.tolist(),
@@ -187,6 +186,12 @@ class Policy:
 
     def _graph(self, deterministic: bool) -> ActingGraph:
         model = copy.deepcopy(self.model)
+        if self.agents is not None:
+            view = self.agents
+            return ActingGraph(
+                model, view.adapters, view.raw_observation_space, greedy=deterministic,
+                masked=view.masked,
+            )  # fmt: skip
         return ActingGraph(model, self._adapters, self.observation_space, greedy=deterministic)
 
     # -- the adapters ---------------------------------------------------------------------

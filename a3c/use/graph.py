@@ -22,6 +22,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers import FlattenObservation
 from torch import Tensor, nn
 
+from a3c.envs.multiagent import ACTION_MASK, OBSERVATION
 from a3c.envs.spaces import (
     ByteImage,
     FlatActions,
@@ -45,7 +46,10 @@ class ActingGraph(nn.Module):
     With ``greedy=False`` the actions are drawn (the graph's own random ops) and the
     distribution's parameters follow them: ``logits``, or a Gaussian's ``mean`` and
     ``log_std`` (before clipping or squashing). ``obs`` is a batch of the env's own
-    observations: one tensor, or for ``Dict``/``Tuple`` spaces a dict/tuple of them.
+    observations: one tensor, or for ``Dict``/``Tuple`` spaces a dict/tuple of them. With
+    ``masked`` (a PettingZoo game's ``{"observation", "action_mask"}``), the adapters take
+    the observation and the mask follows it into the model, as
+    :class:`a3c.envs.multiagent.AgentView` does.
     """
 
     low: Tensor  # buffers, registered when actions are clipped or squashed
@@ -58,10 +62,12 @@ class ActingGraph(nn.Module):
         observation_space: spaces.Space,
         *,
         greedy: bool = True,
+        masked: bool = False,
     ) -> None:
         super().__init__()
         self.model = model
         self.greedy = greedy
+        self.masked = masked
         self.observation_space = observation_space
         inner_first = reversed(adapters)
         self.obs_steps = [
@@ -76,11 +82,14 @@ class ActingGraph(nn.Module):
             self.register_buffer("high", torch.as_tensor(dist.high))
 
     def forward(self, obs: Obs, h: Tensor | None = None, c: Tensor | None = None) -> Any:
-        x: Any = obs  # a tensor once the adapters have flattened a dict or tuple
-        for step in self.obs_steps:
+        parts: Any = obs  # a dict of the observation and its mask when masked
+        x: Any = parts[OBSERVATION] if self.masked else obs
+        for step in self.obs_steps:  # a tensor after them, a dict or tuple flattened
             x = step(x)
         if not self.model.spec.image:
             x = x.to(torch.float32)
+        if self.masked:
+            x = torch.cat((x, parts[ACTION_MASK].to(torch.float32)), 1)
         if self.model.recurrent:
             assert h is not None and c is not None, "an LSTM policy's graph takes (obs, h, c)"
             pi, (h, c) = self.model.pi_recurrent(x, (h, c))

@@ -19,8 +19,8 @@ _NAMES = {"onnx": "ONNX", "pt2": "torch.export", "torchscript": "TorchScript"}
 def _main(args: argparse.Namespace) -> int:
     fmt = export_format(args.output, args.format)  # before the checkpoint: a typo costs nothing
     policy = Policy.load(args.checkpoint, args.env)
-    path = policy.export(args.output, fmt, deterministic=not args.stochastic)
-    signature = policy.export_signature(deterministic=not args.stochastic)
+    path = policy.export(args.output, fmt, deterministic=not args.stochastic, group=args.group)
+    signature = policy.export_signature(deterministic=not args.stochastic, group=args.group)
     inputs = ", ".join(_describe(t) for t in signature["inputs"])
     outputs = ", ".join(_describe(t) for t in signature["outputs"])
     mode = "stochastic" if args.stochastic else "greedy"
@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(logits, or mean and log_std)",
     )
     p.add_argument("--env", default=None, help="override the checkpoint's environment id")
+    p.add_argument(
+        "--group",
+        default=None,
+        metavar="NAME",
+        help="PettingZoo envs trained with --agent-groups prefix: the group whose policy to write",
+    )
     return p
 
 

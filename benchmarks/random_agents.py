@@ -32,10 +32,10 @@ def main() -> None:
     kwargs = {}
     for item in args.kwargs:
         key, _, value = item.partition("=")
-        kwargs[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+        kwargs[key] = _number(value)
     spaces = env_spaces(args.env, **kwargs)
     spec = ModelSpec(spaces.obs_shape, spaces.action, spaces.obs_dtype,
-                     action_mask=spaces.action_mask)  # fmt: skip
+                     action_mask=spaces.action_mask, groups=spaces.groups)  # fmt: skip
     torch.manual_seed(args.seed)
     played = play_games(spec.build(), args.env, args.games, args.seed, greedy=False,
                         env_kwargs=kwargs)  # fmt: skip
@@ -45,6 +45,16 @@ def main() -> None:
         f"{played.returns.mean():.2f} ± {played.returns.std():.2f} a game "
         f"(team sum {np.mean(teams):.2f}; {played.lengths.mean():.1f} steps)"
     )
+
+
+def _number(value: str) -> int | float | str:
+    """An env keyword's value: a number where it reads as one (agent_groups=prefix: text)."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
 
 
 def _team_returns(env_id: str, kwargs: dict, games: int, seed: int) -> list[float]:

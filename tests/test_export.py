@@ -257,11 +257,49 @@ def test_a_pettingzoo_policy_exports_one_agent_a_row_with_its_mask(fmt, tmp_path
             continue
         rows.append(obs)
         env.step(int(rng.choice(np.flatnonzero(obs["action_mask"]))))
-    expected = np.array(list(policy.predict(dict(enumerate(rows)))[0].values()))
+    seats = [f"player_{i % 2}" for i in range(len(rows))]  # whoever's: one policy for both
+    expected = np.array([policy.predict({s: r})[0][s] for s, r in zip(seats, rows, strict=True)])
     batch = {key: np.stack([r[key] for r in rows]) for key in policy.observation_space.spaces}
     actions, _ = runner(fmt, policy.export(tmp_path / f"policy{SUFFIX[fmt]}"), ort)(batch, None)
     assert_same_actions(actions, expected)
     assert all(r["action_mask"][a] for r, a in zip(rows, actions, strict=True))
+
+
+@pytest.mark.parametrize("fmt", ["onnx", "pt2"])
+def test_a_policy_per_group_exports_one_group_at_a_time(fmt, tmp_path, request):
+    """simple_speaker_listener with --agent-groups prefix: each group's file takes that
+    group's own observations and gives predict's actions, within its own action space."""
+    pytest.importorskip("mpe2", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"')
+    from mpe2 import simple_speaker_listener_v4
+
+    ort = request.getfixturevalue("ort") if fmt == "onnx" else None
+    env_id = "mpe2.simple_speaker_listener_v4:parallel_env"
+    spaces = env_spaces(env_id, agent_groups="prefix")
+    torch.manual_seed(0)
+    model = ModelSpec(spaces.obs_shape, spaces.action, action_mask=True, groups=spaces.groups,
+                      normalize_obs=True).build()  # fmt: skip
+    with torch.no_grad():
+        for net in model.policies:
+            net.head.weight.normal_()
+            net.set_obs_stats(torch.rand(net.spec.obs_dim), 1 + torch.rand(net.spec.obs_dim))
+    policy = Policy(model, env_id, {"agent_groups": "prefix"})
+    env = simple_speaker_listener_v4.parallel_env()
+    rows: dict[str, list] = {"speaker_0": [], "listener_0": []}
+    observations, _ = env.reset(seed=0)
+    for t in range(64):
+        for agent, obs in observations.items():
+            rows[agent].append(obs)
+        observations, *_ = env.step({a: env.action_space(a).sample() for a in env.agents})
+        if not env.agents:
+            observations, _ = env.reset(seed=t)
+    for group, agent in [("speaker", "speaker_0"), ("listener", "listener_0")]:
+        expected = np.array([policy.predict({agent: o})[0][agent] for o in rows[agent]])
+        path = policy.export(tmp_path / f"{group}{SUFFIX[fmt]}", group=group)
+        actions, _ = runner(fmt, path, ort)(np.stack(rows[agent]), None)
+        assert_same_actions(actions, expected)
+        assert all(env.action_space(agent).contains(int(a)) for a in actions)
+    with pytest.raises(UsageError, match="a policy per group .speaker, listener."):
+        policy.export(tmp_path / f"policy{SUFFIX[fmt]}")
 
 
 @pytest.mark.parametrize("fmt", ["onnx", "pt2"])

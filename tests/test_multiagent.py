@@ -22,6 +22,7 @@ EXTRA = 'needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
 SPREAD = "mpe2.simple_spread_v3:parallel_env"
 CONNECT_FOUR = "pettingzoo.classic.connect_four_v3:env"
 KAZ = "pettingzoo.butterfly.knights_archers_zombies_v11:parallel_env"
+SPEAKER_LISTENER = "mpe2.simple_speaker_listener_v4:parallel_env"
 
 
 @pytest.fixture(autouse=True)
@@ -159,8 +160,42 @@ def test_agents_that_leave_mid_game_leave_rows_no_loss_reads():
 
 
 def test_agents_with_different_spaces_are_one_line():
-    with pytest.raises(UsageError, match="different spaces"):
-        env_spaces("mpe2.simple_speaker_listener_v4:parallel_env")
+    with pytest.raises(UsageError, match="different spaces.*--agent-groups prefix"):
+        env_spaces(SPEAKER_LISTENER)
+
+
+def test_groups_by_name_prefix_each_learn_a_policy_of_their_own():
+    """speaker_0 (3 observations, 3 actions) and listener_0 (11, 5): one row layout, a net
+    per group; a speaker never draws the listener's extra actions, and a speaker's loss
+    moves the speaker's net alone."""
+    from a3c.policy.grouped import GroupedActorCritic
+
+    spaces = env_spaces(SPEAKER_LISTENER, agent_groups="prefix")
+    assert spaces.groups == ((3, 3), (11, 5)) and spaces.action_mask
+    assert spaces.obs_shape == (1 + 3 + 11 + 5,)
+    spec = ModelSpec(spaces.obs_shape, spaces.action, action_mask=True, groups=spaces.groups,
+                     normalize_obs=True, hidden=(16,))  # fmt: skip
+    model = spec.build()
+    assert isinstance(model, GroupedActorCritic)
+    assert ModelSpec.from_dict(spec.to_dict()) == spec
+    envs = make_vector_env(SPEAKER_LISTENER, 4, seed=0, agent_groups="prefix")
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs[:, 0].tolist() == [0, 1] * 4, "each row's group first"
+        speaker, listener = obs[0], obs[1]
+        assert not speaker[4:15].any() and speaker[-5:].tolist() == [1, 1, 1, 0, 0]
+        assert not listener[1:4].any() and listener[-5:].tolist() == [1] * 5
+        x = torch.as_tensor(obs)
+        torch.manual_seed(0)
+        drawn = torch.stack([model.act(x) for _ in range(500)])
+        assert drawn[:, 0::2].max() == 2 and drawn[:, 1::2].max() == 4
+        envs.step(model.dist.to_env(model.act(x)))
+    finally:
+        envs.close()
+    pi, value = model(x)
+    value[0::2].sum().backward()
+    moved = {name.split(".")[1] for name, p in model.named_parameters() if p.grad.abs().sum()}
+    assert moved == {"0"}, "the speakers' values reach the speaker's net alone"
 
 
 @pytest.fixture(scope="module")
@@ -329,6 +364,18 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         (["--env", "agent_envs:chatty"], "observation space Text"),
         (["--env", "mpe2.simple_speaker_listener_v4:parallel_env"], "different spaces"),
         (["--env", "agent_envs:leavers", "--algo", "ppo", "--workers", "2"], "--algo ppo"),
+        (["--env", "CartPole-v1", "--agent-groups", "prefix"], "--agent-groups is for"),
+        (
+            [
+                "--env",
+                SPEAKER_LISTENER,
+                "--agent-groups",
+                "prefix",
+                "--env-kwargs",
+                "continuous_actions=true",
+            ],
+            "need Discrete actions",
+        ),  # fmt: skip
     ]
     for args, words in cases:
         assert train_main([*base, *args]) == 2, args

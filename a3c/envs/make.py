@@ -36,7 +36,7 @@ from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
 from a3c.envs.families import family_of
-from a3c.envs.multiagent import AgentRows, AgentView, agent_spaces, is_multiagent
+from a3c.envs.multiagent import AgentRows, AgentViews, agent_spaces, is_multiagent
 from a3c.envs.refs import apply_wrapper, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_takes
 from hogwild.errors import UsageError
@@ -83,6 +83,8 @@ def make_env(
     is flagged in ``info["life_lost"]``), not the one learned from.
     Raises :class:`UsageError` for unknown ids and unsupported spaces.
     """
+    if "agent_groups" in kwargs and not is_multiagent_id(env_id):
+        raise UsageError(f"--agent-groups is for PettingZoo envs; {env_id!r} is not one")
     family = family_of(env_id)
     is_atari = family == "atari"
     if is_atari:
@@ -210,11 +212,11 @@ def env_spaces(env_id: str, **kwargs: Any) -> EnvSpaces:
         env.close()
 
 
-def agent_view(env_id: str, **kwargs: Any) -> AgentView:
-    """How one policy sees every agent of the PettingZoo env ``env_id`` (its adapters)."""
+def agent_view(env_id: str, **kwargs: Any) -> AgentViews:
+    """How the policy sees every agent of the PettingZoo env ``env_id`` (its adapters)."""
     game = _pettingzoo_env(env_id, kwargs)
     try:
-        return agent_spaces(game, env_id)
+        return agent_spaces(game, env_id, kwargs.get("agent_groups", "all"))
     finally:
         game.close()
 
@@ -349,6 +351,7 @@ def _pettingzoo_env(env_id: str, kwargs: dict[str, Any]) -> Any:
     wrappers = kwargs.pop("wrappers", ())
     kwargs.pop("preset_wrappers", None)
     kwargs.pop("max_episode_steps", None)
+    kwargs.pop("agent_groups", None)
     env = _from_factory(env_id, kwargs)
     for ref in wrappers:
         wrapper = resolve(ref, "wrapper")
@@ -370,7 +373,8 @@ def _pettingzoo_env(env_id: str, kwargs: dict[str, Any]) -> Any:
 def _agent_rows(env_id: str, games: int, seed: int, kwargs: dict[str, Any]) -> AgentRows:
     limit = kwargs.get("max_episode_steps")
     makers = [partial(_pettingzoo_env, env_id, kwargs) for _ in range(games)]
-    return AgentRows(makers, env_id, seed, None if limit is None else int(limit))
+    grouping = kwargs.get("agent_groups", "all")
+    return AgentRows(makers, env_id, seed, None if limit is None else int(limit), grouping)
 
 
 #: Words in Gymnasium's "not installed" messages -> this project's extra that installs it.

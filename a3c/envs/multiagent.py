@@ -23,6 +23,7 @@ action.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,7 +36,7 @@ from gymnasium.vector.utils import batch_space
 from a3c.envs.spaces import EnvSpaces, action_spec, adapt_spaces
 from hogwild.errors import UsageError
 
-__all__ = ["AgentRows", "agent_spaces", "is_multiagent"]
+__all__ = ["GROUPINGS", "AgentRows", "AgentViews", "agent_spaces", "is_multiagent"]
 
 #: The observation ``Dict`` keys of an env whose legal actions change (PettingZoo classic).
 OBSERVATION, ACTION_MASK = "observation", "action_mask"
@@ -69,11 +70,8 @@ class AgentView:
     """One agent's spaces as the policy takes them: ``observation(raw)`` and
     ``action(policy's)`` through the same adapters as a single-agent env's."""
 
-    def __init__(
-        self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space, turns: bool = False
-    ) -> None:
+    def __init__(self, env_id: str, obs_space: spaces.Space, act_space: spaces.Space) -> None:
         self.raw_observation_space, self.raw_action_space = obs_space, act_space
-        self.turns = turns  # a turn-based (AEC) game's agents
         mask_space = _mask_space(obs_space)
         self.masked = mask_space is not None
         inner = obs_space
@@ -128,24 +126,118 @@ class AgentView:
         return EnvSpaces(tuple(shape), dtype, action_spec(self.action_space), self.masked)
 
 
-def agent_spaces(env: Any, env_id: str) -> AgentView:
-    """The one view every agent of ``env`` shares, or a one-line error naming the agents
-    whose spaces differ (one policy learns for all of them)."""
+#: ``--agent-groups``: one policy for every agent, or one per name prefix (``speaker_0`` and
+#: ``listener_0``: groups ``speaker`` and ``listener``).
+GROUPINGS = ("all", "prefix")
+
+
+def group_of(agent: str, grouping: str) -> str:
+    """The group ``agent`` belongs to: ``all``, or its name without a trailing ``_<n>``."""
+    return "all" if grouping == "all" else re.sub(r"_\d+$", "", agent)
+
+
+class AgentViews:
+    """How the policy sees every agent of a game: each group's :class:`AgentView`, and the
+    rows its agents fill.
+
+    One group: a row is the group's view of its agent. Several groups (``--agent-groups
+    prefix``): each has a policy of its own inside one model
+    (:class:`a3c.policy.grouped.GroupedActorCritic`), and every row has one layout that
+    model reads: the group's index, then one block of observation per group (a row fills
+    its own group's, zeros elsewhere, so no column mixes two groups' meanings), then the
+    legal actions of the largest group's ``n`` (a smaller group's missing actions never
+    legal). Groups must then act in ``Discrete`` spaces and observe vectors.
+    """
+
+    def __init__(
+        self, env_id: str, groups: dict[str, list[str]], views: dict[str, AgentView], turns: bool
+    ) -> None:
+        self.groups, self.views, self.turns = groups, views, turns
+        self.agents = [agent for members in groups.values() for agent in members]
+        self._view = {agent: views[name] for name, agents in groups.items() for agent in agents}
+        self._index = {agent: i for i, agents in enumerate(groups.values()) for agent in agents}
+        first = next(iter(views.values()))
+        self.blocks: tuple[tuple[int, int], ...] = ()  # several groups: see the docstring
+        if len(views) == 1:
+            self.observation_space, self.action_space = first.observation_space, first.action_space
+            self.masked = first.masked
+            return
+        dims: list[tuple[int, int]] = []
+        for name, view in views.items():
+            shape = view.observation_space.shape or ()
+            if not isinstance(view.action_space, spaces.Discrete) or len(shape) != 1:
+                raise UsageError(
+                    f"environment {env_id!r}: group {name!r} acts in {view.action_space} and "
+                    f"observes {view.observation_space}; groups with policies of their own "
+                    "need Discrete actions and vector observations"
+                )
+            n = int(view.action_space.n)
+            dims.append((shape[0] - (n if view.masked else 0), n))
+        self.blocks = tuple(dims)  # (observation size, actions) of each group, in order
+        self.n = max(n for _, n in dims)
+        self._starts = np.cumsum([1] + [d for d, _ in dims])
+        width = int(self._starts[-1]) + self.n
+        self.observation_space = spaces.Box(-np.inf, np.inf, (width,), np.float32)
+        self.action_space = spaces.Discrete(self.n)
+        self.masked = True
+
+    def view(self, agent: str) -> AgentView:
+        return self._view[agent]
+
+    def observation(self, agent: str, raw: Any) -> np.ndarray:
+        view = self._view[agent]
+        obs = view.observation(raw)
+        if not self.blocks:
+            return obs
+        g = self._index[agent]
+        d, n = self.blocks[g]
+        row = np.zeros(self.observation_space.shape, dtype=np.float32)
+        row[0] = g
+        row[self._starts[g] : self._starts[g] + d] = obs[:d]
+        row[len(row) - self.n : len(row) - self.n + n] = obs[d:] if view.masked else 1.0
+        return row
+
+    def action(self, agent: str, action: Any) -> Any:
+        return self._view[agent].action(action)
+
+    def spaces(self) -> EnvSpaces:
+        if not self.blocks:
+            return next(iter(self.views.values())).spaces()
+        return EnvSpaces(
+            tuple(self.observation_space.shape), "float32", action_spec(self.action_space),
+            True, self.blocks,
+        )  # fmt: skip
+
+
+def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
+    """Every agent's view, a policy per group of ``grouping``; a one-line error naming
+    two agents of a group whose spaces differ (one policy learns for a group)."""
     agents = list(env.possible_agents)
     if not agents:
         raise UsageError(f"environment {env_id!r} has no agents")
-    first = agents[0]
-    for agent in agents[1:]:
-        if env.observation_space(agent) != env.observation_space(first) or env.action_space(
-            agent
-        ) != env.action_space(first):
-            raise UsageError(
-                f"environment {env_id!r}: agents {first!r} and {agent!r} have different "
-                "spaces; one policy learns for every agent, so all must share theirs"
-            )
-    return AgentView(
-        env_id, env.observation_space(first), env.action_space(first), _turn_based(env)
-    )
+    if grouping not in GROUPINGS:
+        raise UsageError(f"--agent-groups must be one of {', '.join(GROUPINGS)}, got {grouping!r}")
+    groups: dict[str, list[str]] = {}
+    for agent in agents:
+        groups.setdefault(group_of(agent, grouping), []).append(agent)
+    views = {}
+    for name, members in groups.items():
+        first = members[0]
+        for agent in members[1:]:
+            if env.observation_space(agent) != env.observation_space(first) or env.action_space(
+                agent
+            ) != env.action_space(first):
+                hint = (
+                    "; --agent-groups prefix gives each name prefix a policy of its own"
+                    if grouping == "all"
+                    else ""
+                )
+                raise UsageError(
+                    f"environment {env_id!r}: agents {first!r} and {agent!r} have different "
+                    f"spaces; one policy learns for a group, so all of it must share them{hint}"
+                )
+        views[name] = AgentView(env_id, env.observation_space(first), env.action_space(first))
+    return AgentViews(env_id, groups, views, _turn_based(env))
 
 
 def _turn_based(env: Any) -> bool:
@@ -213,11 +305,12 @@ class AgentRows(VectorEnv):
     """``len(makers)`` PettingZoo games, one row per agent of each (see the module docstring).
 
     ``makers`` build the games (PettingZoo envs); game ``g`` is first reset with
-    ``seed + g``. ``max_steps`` cuts every game at that many steps (a truncation) where its
-    own limit does not. ``info["acted"]`` (bool ``[rows]``): which rows' actions the step
-    took; ``info["illegal"]`` (bool ``[rows]``): which of them the action mask forbade (the
-    game's own rules then judge the move); ``info["team"]``: the summed returns of the games
-    that ended at this step.
+    ``seed + g``; ``grouping`` (:data:`GROUPINGS`) says which agents share a policy.
+    ``max_steps`` cuts every game at that many steps (a truncation) where its own limit
+    does not. ``info["acted"]`` (bool ``[rows]``): which rows' actions the step took;
+    ``info["illegal"]`` (bool ``[rows]``): which of them the action mask forbade (the
+    game's own rules then judge the move); ``info["team"]``: the summed returns of the
+    games that ended at this step.
     """
 
     def __init__(
@@ -226,10 +319,11 @@ class AgentRows(VectorEnv):
         env_id: str,
         seed: int | None = None,
         max_steps: int | None = None,
+        grouping: str = "all",
     ) -> None:
         self.games = [_Game(make()) for make in makers]
         try:
-            self.view = agent_spaces(self.games[0].env, env_id)
+            self.view = agent_spaces(self.games[0].env, env_id, grouping)
         except BaseException:
             self.close()
             raise
@@ -256,7 +350,7 @@ class AgentRows(VectorEnv):
         rows = slice(g * len(self.agents), (g + 1) * len(self.agents))
         self._obs[rows] = 0
         for agent, raw in self.games[g].reset(seed).items():
-            self._obs[self._row(g, agent)] = self.view.observation(raw)
+            self._obs[self._row(g, agent)] = self.view.observation(agent, raw)
         self._steps[g], self._team[g] = 0, 0.0
 
     def reset(
@@ -283,7 +377,7 @@ class AgentRows(VectorEnv):
             acting = game.acting()
             rows = {a: self._row(g, a) for a in acting}
             obs, rew, terms, truncs = game.step(
-                {a: self.view.action(actions[r]) for a, r in rows.items()}
+                {a: self.view.action(a, actions[r]) for a, r in rows.items()}
             )
             acted[list(rows.values())] = True
             if self.view.masked:
@@ -298,7 +392,7 @@ class AgentRows(VectorEnv):
                 truncated[row] = bool(truncs.get(agent, False))
             self._team[g] += sum(rew.values())
             for agent, raw in obs.items():
-                self._obs[self._row(g, agent)] = self.view.observation(raw)
+                self._obs[self._row(g, agent)] = self.view.observation(agent, raw)
             for agent in set(self.agents) - set(game.agents) - set(rew):
                 self._obs[self._row(g, agent)] = 0  # not in the game: a row nobody reads
             if cut:  # every agent still in the game is cut off

@@ -64,6 +64,9 @@ class ModelSpec:
     conv: str = "auto"  # the image encoder (encoders.ENCODERS, or auto); vectors ignore it
     center_frames: bool = False  # images: each channel's mean over the frame subtracted
     action_mask: bool = False  # a vector observation's last n entries: the legal actions
+    # groups of agents with policies of their own: each's (observation size, actions), laid
+    # out as a3c.envs.multiagent.AgentViews lays rows out (a3c.policy.grouped)
+    groups: tuple[tuple[int, int], ...] = ()
 
     @property
     def image(self) -> bool:
@@ -81,6 +84,8 @@ class ModelSpec:
         # record; a malformed dict stays as given, for check() to name in its turn.
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape))
         object.__setattr__(self, "hidden", tuple(self.hidden))
+        with contextlib.suppress(TypeError):  # else check() names it
+            object.__setattr__(self, "groups", tuple(tuple(g) for g in self.groups))
         if isinstance(self.action, dict):
             with contextlib.suppress(UsageError):
                 object.__setattr__(self, "action", action_spec_from_dict(self.action))
@@ -91,12 +96,17 @@ class ModelSpec:
 
     def build(self) -> ActorCritic:
         """A freshly initialised model with this architecture."""
+        if self.groups:
+            from a3c.policy.grouped import GroupedActorCritic  # it builds on ActorCritic
+
+            return GroupedActorCritic(self)
         return ActorCritic(self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-friendly dict; :meth:`from_dict` inverts it."""
         d = dataclasses.asdict(self)
         d["obs_shape"], d["hidden"] = list(self.obs_shape), list(self.hidden)
+        d["groups"] = [list(g) for g in self.groups]
         d["action"] = self.action.to_dict()
         return d
 
@@ -120,7 +130,7 @@ class ModelSpec:
         unknown = d.keys() - known
         if unknown:
             raise UsageError(f"checkpoint model config has unknown keys {sorted(unknown)}")
-        for key in ("obs_shape", "hidden"):
+        for key in ("obs_shape", "hidden", "groups"):
             if not isinstance(d.get(key, []), (list, tuple)):
                 raise UsageError(f"checkpoint model config: {key} must be a list, got {d[key]!r}")
         for key in ("normalize_obs", "separate", "squash", "center_frames", "action_mask"):
@@ -167,6 +177,21 @@ class ModelSpec:
                 )
         if self.activation not in ACTIVATIONS:
             raise error(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.groups:
+            sizes = [g for g in self.groups if isinstance(g, tuple) and len(g) == 2]
+            n = getattr(self.action, "n", None)
+            if not (
+                len(sizes) == len(self.groups) >= 2
+                and all(positive_ints(g) for g in sizes)
+                and self.action_mask
+                and n == max(a for _, a in sizes)
+                and self.obs_dim == 1 + sum(d for d, _ in sizes) + n
+            ):
+                raise error(
+                    f"groups {self.groups!r}: two or more (observation size, actions) pairs, "
+                    "a masked Discrete action of the largest group's size, and an "
+                    "observation of the group's index, each group's block and the mask"
+                )
 
 
 def _full_precision(x: Tensor) -> tuple[Tensor, contextlib.AbstractContextManager]:

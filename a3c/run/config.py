@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from a3c.envs.multiagent import GROUPINGS
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.scoring import DEFAULT_EVAL_MAX_STEPS
@@ -73,6 +74,13 @@ class A3CConfig(EngineConfig):
         "skipped where the policy already takes the env's observation and actions",
         group=RUN,
         flag=False,
+    )
+    agent_groups: str = setting(
+        "all",
+        "PettingZoo envs: one policy for every agent (all), or one per name prefix (prefix: "
+        "speaker_0 and listener_0 learn their own); a group's agents share their spaces",
+        group=RUN,
+        choices=GROUPINGS,
     )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1
@@ -365,4 +373,5 @@ class A3CConfig(EngineConfig):
         ``--wrapper``s and the preset's; checkpoints keep them, so a policy is always
         played as trained."""
         lists = {"wrappers": self.wrappers, "preset_wrappers": self.preset_wrappers}
-        return {**self.env_kwargs, **{k: list(v) for k, v in lists.items() if v}}
+        groups = {} if self.agent_groups == "all" else {"agent_groups": self.agent_groups}
+        return {**self.env_kwargs, **{k: list(v) for k, v in lists.items() if v}, **groups}

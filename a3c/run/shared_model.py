@@ -46,6 +46,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.conv,
         cfg.center_frames and image,
         spaces.action_mask,
+        spaces.groups,
     )
     spec.check(UsageError)
     return spec

@@ -22,7 +22,7 @@ from torch import Tensor
 
 from a3c.envs import is_multiagent_id, make_env
 from a3c.envs.make import agent_view
-from a3c.envs.multiagent import AgentView
+from a3c.envs.multiagent import AgentViews
 from a3c.envs.spaces import (
     ByteImage,
     FlatActions,
@@ -33,6 +33,7 @@ from a3c.envs.spaces import (
 )
 from a3c.policy import ActorCritic
 from a3c.policy.distributions import DiagGaussian
+from a3c.policy.grouped import GroupedActorCritic
 from a3c.use.exporting import export_format, signature, write_policy
 from a3c.use.graph import ActingGraph
 from a3c.use.saved import load_policy
@@ -58,13 +59,19 @@ class Policy:
     def __init__(self, model: ActorCritic, env_id: str, env_kwargs: dict[str, Any]) -> None:
         self.model = model.eval()
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
-        self.agents: AgentView | None = None  # a PettingZoo env's: every agent's view
+        self.agents: AgentViews | None = None  # a PettingZoo env's: every agent's view
         self.observation_space: spaces.Space
         self.action_space: spaces.Space
         if is_multiagent_id(env_id):
-            self.agents = agent_view(env_id, **self.env_kwargs)
-            self.observation_space = self.agents.raw_observation_space
-            self.action_space = self.agents.raw_action_space
+            self.agents = views = agent_view(env_id, **self.env_kwargs)
+            group = next(iter(views.views.values()))
+            self.observation_space = group.raw_observation_space
+            self.action_space = group.raw_action_space
+            if views.blocks:  # groups with policies of their own: each group's spaces
+                raws = {name: (v.raw_observation_space, v.raw_action_space)
+                        for name, v in views.views.items()}  # fmt: skip
+                self.observation_space = spaces.Dict({k: o for k, (o, _) in raws.items()})
+                self.action_space = spaces.Dict({k: a for k, (_, a) in raws.items()})
             self._adapters: list[gym.Wrapper] = []
             return
         env = make_env(env_id, scoring=True, **self.env_kwargs)
@@ -139,13 +146,21 @@ class Policy:
                 f"the policy of {self.env_id} takes a dict of agents' observations, "
                 "as its env's step() returns them"
             )
-        x = torch.as_tensor(np.stack([view.observation(o) for o in observations.values()]))
+        unknown = set(observations) - set(view.agents)
+        if unknown:
+            raise UsageError(f"{self.env_id} has no agent {sorted(unknown)[0]!r}")
+        x = np.stack([view.observation(agent, o) for agent, o in observations.items()])
         with torch.no_grad():
-            actions = self.model.dist.to_env(self.model.act(x, greedy))
-        return {agent: view.action(a) for agent, a in zip(observations, actions, strict=True)}
+            actions = self.model.dist.to_env(self.model.act(torch.as_tensor(x), greedy))
+        return {a: view.action(a, x) for a, x in zip(observations, actions, strict=True)}
 
     def export(
-        self, path: str | Path, format: str | None = None, *, deterministic: bool = True
+        self,
+        path: str | Path,
+        format: str | None = None,
+        *,
+        deterministic: bool = True,
+        group: str | None = None,
     ) -> Path:
         """Write the policy for another runtime: ``.onnx`` (onnxruntime, without torch or
         this package), ``.pt2`` (``torch.export.load``) or ``.pt`` (TorchScript, which torch
@@ -157,10 +172,11 @@ class Policy:
         ``(actions, h_next, c_next)`` from zero ``[B, state_size]`` states. With
         ``deterministic=False`` the actions are drawn and the distribution's parameters
         follow them (``logits``, or ``mean`` and ``log_std``). A PettingZoo env's policy maps
-        one agent's observation a row, any agents (one policy acts for all). ``policy.json``
+        one agent's observation a row, any agents (one policy acts for all); with a policy
+        per group (``--agent-groups prefix``), ``group`` names the one to write. ``policy.json``
         in the file names the spaces, inputs and outputs. Bad input: one-line UsageError."""
         fmt = export_format(path, format)
-        graph = self._graph(deterministic)
+        graph = self._graph(deterministic, group)
         model = graph.model
         about = {
             "env_id": self.env_id,
@@ -171,6 +187,12 @@ class Policy:
         }
         if self.agents is not None:
             about["agents"] = "every agent's observation one row of obs; one policy for all"
+            if self.agents.blocks:
+                assert group is not None  # _graph has checked it
+                about["group"] = group
+                about["agents"] = f"{group}'s agents, one a row: {self.agents.groups[group]}"
+                about["observation_space"] = str(self.agents.views[group].raw_observation_space)
+                about["action_space"] = str(self.agents.views[group].raw_action_space)
         if isinstance(model.dist, DiagGaussian):  # for users who draw from mean and log_std
             about["action_bounds"] = {
                 "low": model.dist.low.tolist(),
@@ -179,20 +201,42 @@ class Policy:
             }
         return write_policy(graph, path, fmt, about)
 
-    def export_signature(self, deterministic: bool = True) -> dict[str, list[dict[str, Any]]]:
+    def export_signature(
+        self, deterministic: bool = True, group: str | None = None
+    ) -> dict[str, list[dict[str, Any]]]:
         """The inputs and outputs of an exported file: ``{"inputs": [{"name", "shape",
         "dtype"}, ...], "outputs": [...]}``, the batch axis named ``"batch"``."""
-        return signature(self._graph(deterministic))
+        return signature(self._graph(deterministic, group))
 
-    def _graph(self, deterministic: bool) -> ActingGraph:
+    def _graph(self, deterministic: bool, group: str | None = None) -> ActingGraph:
         model = copy.deepcopy(self.model)
-        if self.agents is not None:
-            view = self.agents
-            return ActingGraph(
-                model, view.adapters, view.raw_observation_space, greedy=deterministic,
-                masked=view.masked,
-            )  # fmt: skip
-        return ActingGraph(model, self._adapters, self.observation_space, greedy=deterministic)
+        views = self.agents
+        if views is None:
+            if group is not None:
+                raise UsageError(f"{self.env_id} has one agent: no group to choose")
+            return ActingGraph(model, self._adapters, self.observation_space, greedy=deterministic)
+        names = list(views.views)
+        if not views.blocks:
+            if group is not None and group not in names:
+                raise UsageError(
+                    f"every agent of {self.env_id} shares one policy: no group {group!r}"
+                )
+            view = views.views[names[0]]
+            return ActingGraph(model, view.adapters, view.raw_observation_space,
+                               greedy=deterministic, masked=view.masked)  # fmt: skip
+        if group not in names:
+            raise UsageError(
+                f"{self.env_id} has a policy per group ({', '.join(names)}): export one at a "
+                "time (group=NAME; a3c.export --group NAME)"
+            )
+        g, view = names.index(group), views.views[group]
+        assert isinstance(model, GroupedActorCritic)
+        own = model.policies[g]
+        legal = None
+        if not view.masked:  # its actions, not the larger groups'
+            legal = (torch.arange(own.n_pi) < views.blocks[g][1]).to(torch.float32)
+        return ActingGraph(own, view.adapters, view.raw_observation_space, greedy=deterministic,
+                           masked=view.masked, legal=legal)  # fmt: skip
 
     # -- the adapters ---------------------------------------------------------------------
     def _adapt_obs(self, obs: Any) -> np.ndarray:

@@ -48,8 +48,9 @@ class ActingGraph(nn.Module):
     ``log_std`` (before clipping or squashing). ``obs`` is a batch of the env's own
     observations: one tensor, or for ``Dict``/``Tuple`` spaces a dict/tuple of them. With
     ``masked`` (a PettingZoo game's ``{"observation", "action_mask"}``), the adapters take
-    the observation and the mask follows it into the model, as
-    :class:`a3c.envs.multiagent.AgentView` does.
+    the observation and the mask follows it into the model (padded with illegal actions to
+    the model's, a group's policy's), as :class:`a3c.envs.multiagent.AgentViews` does;
+    ``legal``, the mask a group's policy reads where its env gives none.
     """
 
     low: Tensor  # buffers, registered when actions are clipped or squashed
@@ -63,11 +64,14 @@ class ActingGraph(nn.Module):
         *,
         greedy: bool = True,
         masked: bool = False,
+        legal: Tensor | None = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.greedy = greedy
         self.masked = masked
+        self.legal: Tensor | None
+        self.register_buffer("legal", legal)
         self.observation_space = observation_space
         inner_first = reversed(adapters)
         self.obs_steps = [
@@ -89,7 +93,11 @@ class ActingGraph(nn.Module):
         if not self.model.spec.image:
             x = x.to(torch.float32)
         if self.masked:
-            x = torch.cat((x, parts[ACTION_MASK].to(torch.float32)), 1)
+            mask = parts[ACTION_MASK].to(torch.float32)
+            pad = self.model.n_pi - mask.shape[1]
+            x = torch.cat((x, mask, x.new_zeros(x.shape[0], pad)) if pad else (x, mask), 1)
+        elif self.legal is not None:
+            x = torch.cat((x, self.legal.expand(x.shape[0], -1)), 1)
         if self.model.recurrent:
             assert h is not None and c is not None, "an LSTM policy's graph takes (obs, h, c)"
             pi, (h, c) = self.model.pi_recurrent(x, (h, c))

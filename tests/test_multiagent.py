@@ -342,6 +342,41 @@ def test_a_move_the_mask_forbids_is_flagged_and_the_game_judges_it():
         envs.close()
 
 
+def test_an_older_snapshot_plays_one_seat_and_is_not_learned_from():
+    """Every game (share 1.0) hands one seat to a snapshot that plays column 3 while the
+    policy plays column 0: the snapshot's rows take its moves, are never acted rows, and
+    give no episodes; each game counts once, for the policy's seat: the first to move
+    completes four in its column first."""
+    from a3c.learning.opponents import Snapshots
+
+    model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
+    favour = torch.full((7,), -20.0)
+    with torch.no_grad():
+        model.head.bias[:7] = favour.index_fill(0, torch.tensor([0]), 20.0)
+    snapshots = Snapshots(model, share=1.0, agents=2, rows=8, seed=0)
+    snapshots.keep()
+    with torch.no_grad():
+        snapshots.pool[0].head.bias[:7] = favour.index_fill(0, torch.tensor([3]), 20.0)
+    envs = make_vector_env(CONNECT_FOUR, 4, seed=0)
+    try:
+        collector = Collector(envs, model, n_steps=5, seed=0, snapshots=snapshots)
+        theirs = snapshots.played_by.reshape(4, 2) >= 0
+        assert (theirs.sum(1) == 1).all(), "one seat of each game"
+        rollout = collector.collect()  # no game ends within 5 moves
+        rows = np.flatnonzero(theirs.reshape(-1))
+        assert not rollout.acted[:, rows].any()
+        for t in range(5):  # player_0 moves at even steps, player_1 at odd ones
+            movers = np.arange(t % 2, 8, 2)
+            expected = [3 if row in rows else 0 for row in movers]
+            assert rollout.actions[t, movers].tolist() == expected
+        collector.collect()
+        first = theirs[:, 1]  # the policy plays player_0: it wins in 4 moves, else loses in 3
+        expected = sorted((1.0, 4) if f else (-1.0, 3) for f in first)
+        assert sorted(collector.take_episodes()) == expected
+    finally:
+        envs.close()
+
+
 def test_max_episode_steps_cuts_the_game_for_the_agents_still_in_it():
     envs = make_vector_env("agent_envs:leavers", 1, seed=0, max_episode_steps=2)
     try:
@@ -365,6 +400,7 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         (["--env", "mpe2.simple_speaker_listener_v4:parallel_env"], "different spaces"),
         (["--env", "agent_envs:leavers", "--algo", "ppo", "--workers", "2"], "--algo ppo"),
         (["--env", "CartPole-v1", "--agent-groups", "prefix"], "--agent-groups is for"),
+        (["--env", "CartPole-v1", "--snapshot-games", "0.2"], "--snapshot-games is for"),
         (
             [
                 "--env",

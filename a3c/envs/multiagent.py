@@ -310,7 +310,8 @@ class AgentRows(VectorEnv):
     does not. ``info["acted"]`` (bool ``[rows]``): which rows' actions the step took;
     ``info["illegal"]`` (bool ``[rows]``): which of them the action mask forbade (the
     game's own rules then judge the move); ``info["team"]``: the summed returns of the
-    games that ended at this step.
+    games that ended at this step, and ``info["started"]`` the indices of the games that
+    began anew in it.
     """
 
     def __init__(
@@ -373,6 +374,7 @@ class AgentRows(VectorEnv):
         illegal = np.zeros(n, dtype=bool)
         final_obs = np.full(n, None, dtype=object)
         teams: list[float] = []
+        started: list[int] = []
         for g, game in enumerate(self.games):
             acting = game.acting()
             rows = {a: self._row(g, a) for a in acting}
@@ -405,6 +407,7 @@ class AgentRows(VectorEnv):
                     final_obs[row] = self._obs[row].copy()
             if cut or not game.agents:
                 teams.append(float(self._team[g]))
+                started.append(g)
                 self._start(g, None)
         done = terminated | truncated
         info: dict[str, Any] = {
@@ -413,6 +416,7 @@ class AgentRows(VectorEnv):
             "final_obs": final_obs,
             "_final_obs": done,
             "team": teams,
+            "started": np.array(started, dtype=np.int64),
         }
         return self._obs.copy(), rewards, terminated, truncated, info
 

@@ -19,6 +19,7 @@ from a3c.envs import final_observations
 from a3c.envs.episodes import episode_scores
 from a3c.envs.multiagent import AgentRows
 from a3c.learning.normalize import ReturnScaler, RunningMeanStd
+from a3c.learning.opponents import Snapshots
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
@@ -45,6 +46,7 @@ class Collector:
         return_rms: RunningMeanStd | None = None,
         writer: int = 0,
         gamma: float = 0.99,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.envs, self.model = envs, model
         T, K = n_steps, envs.num_envs
@@ -66,6 +68,10 @@ class Collector:
         self.teams: list[float] = []  # many agents: ended games' returns, summed over agents
         self.illegal = 0  # many agents: moves the action mask forbade
         obs, _ = envs.reset(seed=seed)
+        self.snapshots = snapshots
+        if snapshots is not None:
+            assert isinstance(envs, AgentRows), "older snapshots play seats of PettingZoo games"
+            snapshots.start(np.arange(len(envs.games)))
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
         # Atari's stack records the real game's score (innermost, before reward clipping
@@ -87,6 +93,7 @@ class Collector:
                 actions = model.act(obs)
             else:
                 actions, state = model.act_recurrent(obs, state)
+            theirs = None if self.snapshots is None else self.snapshots.act(obs, actions)
             self.actions[t] = actions
             obs_np, reward, terminated, truncated, info = envs.step(dist.to_env(actions))
             self.rewards[t] = torch.from_numpy(reward)
@@ -97,11 +104,11 @@ class Collector:
             self.dones[t] = torch.from_numpy(done)
             self.ep_return += reward
             if self.acted is not None:
-                acted = info["acted"]
+                acted = info["acted"] if theirs is None else info["acted"] & ~theirs
                 self.acted[t] = torch.from_numpy(acted)
                 self.ep_length += acted
                 self.teams.extend(info["team"])
-                self.illegal += int(info["illegal"].sum())
+                self.illegal += int(info["illegal"][acted].sum())
             else:
                 self.ep_length += 1
             if self.scaler is not None:
@@ -113,11 +120,14 @@ class Collector:
                     keep = torch.from_numpy(~done).unsqueeze(1).to(state[0].dtype)
                     state = (state[0] * keep, state[1] * keep)
                 if not self.real_scores:
-                    for i in np.flatnonzero(done):
+                    ours = done if theirs is None else done & ~theirs
+                    for i in np.flatnonzero(ours):
                         self.episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
                 self.ep_return[done] = 0
                 self.ep_length[done] = 0
                 final_obs.extend(final_observations(info, cut)[1])
+            if self.snapshots is not None:
+                self.snapshots.start(info["started"])
             obs = torch.from_numpy(obs_np)
         self.next_obs, self.state = obs, state
         if self.scaler is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from a3c.envs.multiagent import GROUPINGS
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
+from a3c.learning.opponents import SNAPSHOT_EVERY, SNAPSHOTS_KEPT
 from a3c.scoring import DEFAULT_EVAL_MAX_STEPS
 from hogwild.config import EngineConfig, check, setting
 from hogwild.errors import UsageError
@@ -81,6 +82,16 @@ class A3CConfig(EngineConfig):
         "speaker_0 and listener_0 learn their own); a group's agents share their spaces",
         group=RUN,
         choices=GROUPINGS,
+    )
+    snapshot_games: float = setting(
+        0.0,
+        "PettingZoo games: the share of a worker's games in which one seat, drawn at random, "
+        "is played by an older snapshot of the policy (one of its last "
+        f"{SNAPSHOTS_KEPT}, taken every {SNAPSHOT_EVERY} rollouts) instead of by the policy "
+        "itself; 0: pure self-play",
+        group=RUN,
+        min=0,
+        max=1,
     )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 import torch
 
 from a3c.envs import make_vector_env
+from a3c.envs.multiagent import AgentRows
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner, LearnerSettings
 from a3c.learning.normalize import RunningMeanStd
+from a3c.learning.opponents import Snapshots
 from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
@@ -61,9 +63,12 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
         learner_settings(cfg, run.horizon), model=model, local=local, shared=shared,
         optimizer=optimizer, rank=ctx.rank, stats=telemetry.stats,
     )  # fmt: skip
+    snapshots = None
+    if cfg.snapshot_games > 0 and isinstance(envs, AgentRows):
+        snapshots = Snapshots(model, cfg.snapshot_games, len(envs.agents), K, ctx.seed)
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
-        return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma,
+        return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma, snapshots=snapshots,
     )  # fmt: skip
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
@@ -80,6 +85,8 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                 telemetry.stats.add("team_return", team)
             telemetry.stats.add("illegal_moves", illegal)
             learner.learn(rollout, run_steps(run))
+            if snapshots is not None:
+                snapshots.keep()
             steps = T * K if rollout.acted is None else int(rollout.acted.sum())
             telemetry.stats.add("env_steps", steps)
             env_steps[ctx.rank] += steps

@@ -55,3 +55,48 @@ class Chatty(Leavers):
 
 def chatty() -> Chatty:
     return Chatty()
+
+
+class Pairs(ParallelEnv):
+    """Two agents of different spaces, four steps a game: ``speaker_0`` sees one of 3
+    targets (one-hot) and ``listener_0`` one of 5; each earns 1 a step for naming its own.
+    One policy cannot take both (``--agent-groups prefix`` gives each its own)."""
+
+    metadata = {"name": "pairs_v0"}
+    SIZES = {"speaker_0": 3, "listener_0": 5}
+
+    def __init__(self) -> None:
+        self.possible_agents = list(self.SIZES)
+        self.agents: list[str] = []
+        self.rng = np.random.default_rng()
+        self.t = 0
+
+    def observation_space(self, agent):
+        return spaces.Box(0.0, 1.0, (self.SIZES[agent],), np.float32)
+
+    def action_space(self, agent):
+        return spaces.Discrete(self.SIZES[agent])
+
+    def _draw(self):
+        self.targets = {a: int(self.rng.integers(n)) for a, n in self.SIZES.items()}
+        return {a: np.eye(n, dtype=np.float32)[self.targets[a]] for a, n in self.SIZES.items()}
+
+    def reset(self, seed=None, options=None):
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        self.agents, self.t = list(self.possible_agents), 0
+        return self._draw(), {a: {} for a in self.agents}
+
+    def step(self, actions):
+        self.t += 1
+        rewards = {a: float(actions[a] == self.targets[a]) for a in self.agents}
+        done = dict.fromkeys(self.agents, self.t >= 4)
+        obs, infos = self._draw(), {a: {} for a in self.agents}
+        truncs = dict.fromkeys(self.agents, False)
+        if self.t >= 4:
+            self.agents = []
+        return obs, rewards, done, truncs, infos
+
+
+def pairs() -> Pairs:
+    return Pairs()

@@ -437,6 +437,38 @@ def test_a_game_whose_agents_leave_trains_and_evaluates(tmp_path, capsys):
     assert "greedy return 3.00" in out, out
 
 
+def test_groups_of_different_spaces_train_evaluate_predict_and_resume(tmp_path, capsys):
+    """Real workers on a game of a speaker (3 targets) and a listener (5): each group's own
+    policy learns to name its target (4 a game; random play 1.3 and 0.8), a3c.evaluate
+    scores each agent, Policy.predict takes both, and the run resumes."""
+    from agent_envs import Pairs
+
+    from a3c.api import Policy, config_for
+    from a3c.evaluate import main as evaluate_main
+    from a3c.train import main as train_main
+
+    cfg = config_for("agent_envs:pairs", workers=2, total_steps=40_000, seed=0,
+                     agent_groups="prefix", eval_interval=0.0, logdir=str(tmp_path))  # fmt: skip
+    result = train(cfg)
+    assert result.exit_code == 0
+    assert result.mean_return_100 > 3.5, "random play: about 1 an agent"
+    checkpoint = str(result.run_dir / "checkpoint.pt")
+    assert evaluate_main([checkpoint, "--episodes", "5"]) == 0
+    assert "per agent: speaker_0 4.00, listener_0 4.00" in capsys.readouterr().out
+
+    policy = Policy.load(checkpoint)
+    env = Pairs()
+    observations, _ = env.reset(seed=3)
+    actions, _ = policy.predict(observations)
+    assert actions == env.targets
+    with pytest.raises(UsageError, match="no agent 'speaker_9'"):
+        policy.predict({"speaker_9": observations["speaker_0"]})
+
+    total = str(result.env_steps + 2_000)
+    assert train_main(["--resume", checkpoint, "--eval-interval", "0", "--total-steps", total]) == 0
+    assert load_checkpoint(checkpoint)["env_steps"] >= result.env_steps + 2_000
+
+
 def test_a_wrapper_that_fails_on_a_pettingzoo_env_is_one_line():
     with pytest.raises(UsageError, match="wrapper 'user_envs:Positions' failed on PettingZoo"):
         make_vector_env("agent_envs:leavers", 1, seed=0, wrappers=["user_envs:Positions"])

@@ -153,8 +153,10 @@ def test_agents_that_leave_mid_game_leave_rows_no_loss_reads():
               acted=rollout.acted)[0]  # fmt: skip
     assert (adv[~rollout.acted] == 0).all()
     actions = rollout.actions.float()
-    played = [
-        (float(actions[g * 4 : g * 4 + i + 2, i].sum()), i + 2) for g in (0, 1) for i in (0, 1, 2)
+    played = [  # (return, length, agent)
+        (float(actions[g * 4 : g * 4 + i + 2, i].sum()), i + 2, i)
+        for g in (0, 1)
+        for i in (0, 1, 2)
     ]
     assert collector.take_episodes() == played, "each agent's own return and length, once"
 
@@ -229,6 +231,8 @@ def test_cooperative_agents_learn_simple_spread(spread_run):
     team = [v for _, v in scalars["charts/team_return"]]
     agent = [v for _, v in scalars["charts/episodic_return"]]
     assert team[-1] == pytest.approx(2 * agent[-1], rel=0.01), "a game's return: both agents'"
+    each = [v for _, v in scalars["agents/agent_0_return"]]
+    assert len(each) == len(agent) and "agents/agent_1_return" in scalars, "each agent's"
     assert scalars["charts/illegal_moves"], "logged with the games"
     assert all(v == 0 for _, v in scalars["charts/illegal_moves"])
 
@@ -371,7 +375,7 @@ def test_an_older_snapshot_plays_one_seat_and_is_not_learned_from():
             assert rollout.actions[t, movers].tolist() == expected
         collector.collect()
         first = theirs[:, 1]  # the policy plays player_0: it wins in 4 moves, else loses in 3
-        expected = sorted((1.0, 4) if f else (-1.0, 3) for f in first)
+        expected = sorted((1.0, 4, 0) if f else (-1.0, 3, 1) for f in first)
         assert sorted(collector.take_episodes()) == expected
     finally:
         envs.close()

@@ -17,6 +17,7 @@ def message(**figures: float) -> dict[str, torch.Tensor]:
         "n_episodes": torch.tensor(0),
         "ep_return": torch.zeros(MAX_EPISODES, dtype=torch.float64),
         "ep_length": torch.zeros(MAX_EPISODES, dtype=torch.int64),
+        "ep_agent": torch.zeros(MAX_EPISODES, dtype=torch.int64),
     }
 
 
@@ -54,3 +55,16 @@ def test_games_of_many_agents_log_the_team_return_and_illegal_moves_and_show_the
     line = status_line(A3CConfig(), stats, steps=300, elapsed=1.0, start_steps=0).line
     assert "team -10.0" in line
     assert "charts/illegal_moves" not in window_scalars(RunStats(), dt=1.0, steps=0)
+
+
+def test_each_agents_returns_are_logged_by_its_name():
+    stats = RunStats(agents=("speaker_0", "listener_0"))
+    buf = message(env_steps=100)
+    buf["n_episodes"].fill_(3)
+    buf["ep_return"][:3] = torch.tensor([1.0, 3.0, 5.0], dtype=torch.float64)
+    buf["ep_agent"][:3] = torch.tensor([0, 0, 1])
+    stats.add(buf)
+    written = window_scalars(stats, dt=1.0, steps=100)
+    assert written["agents/speaker_0_return"] == 2.0
+    assert written["agents/listener_0_return"] == 5.0
+    assert written["charts/episodic_return"] == 3.0

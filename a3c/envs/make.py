@@ -42,6 +42,7 @@ from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_tak
 from hogwild.errors import UsageError
 
 __all__ = [
+    "agent_names",
     "agent_view",
     "env_spaces",
     "final_observations",
@@ -219,6 +220,11 @@ def agent_view(env_id: str, **kwargs: Any) -> AgentViews:
         return agent_spaces(game, env_id, kwargs.get("agent_groups", "all"))
     finally:
         game.close()
+
+
+def agent_names(env_id: str, kwargs: dict[str, Any]) -> tuple[str, ...]:
+    """A PettingZoo env's agents, in the order of a game's rows; none for a Gymnasium env."""
+    return tuple(agent_view(env_id, **kwargs).agents) if is_multiagent_id(env_id) else ()
 
 
 def final_observations(

@@ -150,10 +150,15 @@ class AgentViews:
     """
 
     def __init__(
-        self, env_id: str, groups: dict[str, list[str]], views: dict[str, AgentView], turns: bool
+        self,
+        env_id: str,
+        agents: list[str],
+        groups: dict[str, list[str]],
+        views: dict[str, AgentView],
+        turns: bool,
     ) -> None:
         self.groups, self.views, self.turns = groups, views, turns
-        self.agents = [agent for members in groups.values() for agent in members]
+        self.agents = agents  # possible_agents, in the order of a game's rows
         self._view = {agent: views[name] for name, agents in groups.items() for agent in agents}
         self._index = {agent: i for i, agents in enumerate(groups.values()) for agent in agents}
         first = next(iter(views.values()))
@@ -237,7 +242,7 @@ def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
                     f"spaces; one policy learns for a group, so all of it must share them{hint}"
                 )
         views[name] = AgentView(env_id, env.observation_space(first), env.action_space(first))
-    return AgentViews(env_id, groups, views, _turn_based(env))
+    return AgentViews(env_id, agents, groups, views, _turn_based(env))
 
 
 def _turn_based(env: Any) -> bool:

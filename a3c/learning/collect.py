@@ -62,9 +62,10 @@ class Collector:
         self.log_p = torch.empty(T, K) if self.record else None
         self.values = torch.empty(T, K) if self.record else None
         self.acted = torch.ones(T, K, dtype=torch.bool) if isinstance(envs, AgentRows) else None
+        self.agents = len(envs.agents) if isinstance(envs, AgentRows) else 1  # rows per game
         self.ep_return = np.zeros(K)
         self.ep_length = np.zeros(K, dtype=np.int64)
-        self.episodes: list[tuple[float, int]] = []
+        self.episodes: list[tuple[float, int, int]] = []  # return, length, agent
         self.teams: list[float] = []  # many agents: ended games' returns, summed over agents
         self.illegal = 0  # many agents: moves the action mask forbade
         obs, _ = envs.reset(seed=seed)
@@ -114,7 +115,7 @@ class Collector:
             if self.scaler is not None:
                 self.scaler.observe(reward, done)
             if self.real_scores:
-                self.episodes.extend((r, n) for _, r, n in episode_scores(info))
+                self.episodes.extend((r, n, 0) for _, r, n in episode_scores(info))
             if done.any():
                 if state is not None:  # a new episode starts from the zero state
                     keep = torch.from_numpy(~done).unsqueeze(1).to(state[0].dtype)
@@ -122,7 +123,8 @@ class Collector:
                 if not self.real_scores:
                     ours = done if theirs is None else done & ~theirs
                     for i in np.flatnonzero(ours):
-                        self.episodes.append((float(self.ep_return[i]), int(self.ep_length[i])))
+                        ret, length = float(self.ep_return[i]), int(self.ep_length[i])
+                        self.episodes.append((ret, length, int(i % self.agents)))
                 self.ep_return[done] = 0
                 self.ep_length[done] = 0
                 final_obs.extend(final_observations(info, cut)[1])
@@ -150,8 +152,9 @@ class Collector:
             acted=self.acted,
         )
 
-    def take_episodes(self) -> list[tuple[float, int]]:
-        """The (return, length) of the episodes finished since the last call."""
+    def take_episodes(self) -> list[tuple[float, int, int]]:
+        """The (return, length, agent) of the episodes finished since the last call; the
+        agent's index among its game's (many agents), else 0."""
         out, self.episodes = self.episodes, []
         return out
 

@@ -74,9 +74,7 @@ def _act(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             if run.obs_rms is not None:
                 model.set_obs_stats(*run.obs_rms.mean_std())
             rollout = collector.collect()
-            for ret, length in collector.take_episodes():
-                telemetry.returns.append(ret)
-                telemetry.lengths.append(length)
+            telemetry.add_episodes(collector.take_episodes())
             scored = behaviour(model, rollout, cfg.gamma, cfg.gae_lambda)
             if not hand_over(ctx, producer, rollout, scored.__dict__, version, frames_turned):
                 break

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -76,6 +77,7 @@ def telemetry_layout() -> dict:
         "n_episodes": ((), torch.int64),
         "ep_return": ((MAX_EPISODES,), torch.float64),
         "ep_length": ((MAX_EPISODES,), torch.int64),
+        "ep_agent": ((MAX_EPISODES,), torch.int64),
     }
 
 
@@ -88,7 +90,15 @@ class WorkerTelemetry:
         self.stats = Tally(STATS)
         self.returns: list[float] = []
         self.lengths: list[int] = []
+        self.agents: list[int] = []
         self.last = time.monotonic()
+
+    def add_episodes(self, episodes: list[tuple[float, int, int]]) -> None:
+        """Finished episodes' (return, length, agent), for the next message."""
+        for ret, length, agent in episodes:
+            self.returns.append(ret)
+            self.lengths.append(length)
+            self.agents.append(agent)
 
     def due(self) -> bool:
         return time.monotonic() - self.last >= SEND_EVERY_S or len(self.returns) > MAX_EPISODES // 2
@@ -107,22 +117,25 @@ class WorkerTelemetry:
         buf["n_episodes"].fill_(n)
         buf["ep_return"][:n] = torch.tensor(self.returns[:n], dtype=torch.float64)
         buf["ep_length"][:n] = torch.tensor(self.lengths[:n], dtype=torch.int64)
+        buf["ep_agent"][:n] = torch.tensor(self.agents[:n], dtype=torch.int64)
         self.producer.submit(slot)
         self.stats.array[:] = 0
-        del self.returns[:n], self.lengths[:n]
+        del self.returns[:n], self.lengths[:n], self.agents[:n]
         self.last = time.monotonic()
 
 
 class RunStats:
     """What the main process knows of the run, folded in from telemetry messages."""
 
-    def __init__(self) -> None:
+    def __init__(self, agents: Sequence[str] = ()) -> None:
+        self.agents = tuple(agents)  # many agents: their names, by the index episodes carry
         self.recent: collections.deque[float] = collections.deque(maxlen=100)
         self.env_steps = 0
         self.episodes = 0
         self.window = np.zeros(len(STATS))
         self.window_returns: list[float] = []
         self.window_lengths: list[int] = []
+        self.window_agents: list[int] = []
         self.teams: collections.deque[tuple[float, float]] = collections.deque()  # (games, sum)
 
     def add(self, buf: dict[str, torch.Tensor]) -> None:
@@ -142,6 +155,7 @@ class RunStats:
             self.recent.extend(rets)
             self.window_returns.extend(rets)
             self.window_lengths.extend(buf["ep_length"][:n].tolist())
+            self.window_agents.extend(buf["ep_agent"][:n].tolist())
             self.episodes += n
 
     @property
@@ -175,6 +189,11 @@ def window_scalars(
                 "charts/mean_return_100": stats.mean_100,
             }
         )
+    if len(stats.agents) > 1 and stats.window_returns:
+        returns, agents = np.array(stats.window_returns), np.array(stats.window_agents)
+        for i, name in enumerate(stats.agents):
+            if (agents == i).any():
+                scalars[f"agents/{name}_return"] = float(returns[agents == i].mean())
     games, illegal = w[STAT["games"]], w[STAT["illegal_moves"]]
     if games > 0:
         scalars["charts/team_return"] = w[STAT["team_return"]] / games
@@ -198,6 +217,7 @@ def window_scalars(
     stats.window[:] = 0
     stats.window_returns.clear()
     stats.window_lengths.clear()
+    stats.window_agents.clear()
     return {k: float(v) for k, v in scalars.items()}
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from a3c.envs import env_spaces, is_multiagent_id
+from a3c.envs.make import agent_names
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.schedules import Horizon
 from a3c.run.callbacks import STOPPED, Callback, RunEvent, finite_or_none
@@ -124,7 +125,7 @@ class A3CRun:
             assert isinstance(rundir, RunDir)  # rank 0's is a real one
             self.rundir = rundir
 
-        self.stats = RunStats()
+        self.stats = RunStats(agent_names(cfg.env, cfg.env_options()))
         self.stats.env_steps = resumed.steps
         self.stats.recent.extend(self.history.recent)
         self.stats.episodes = self.history.episodes

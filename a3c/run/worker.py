@@ -76,9 +76,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             if obs_rms is not None:
                 model.set_obs_stats(*obs_rms.mean_std())
             rollout = collector.collect()
-            for ret, length in collector.take_episodes():
-                telemetry.returns.append(ret)
-                telemetry.lengths.append(length)
+            telemetry.add_episodes(collector.take_episodes())
             teams, illegal = collector.take_games()
             for team in teams:
                 telemetry.stats.add("games")

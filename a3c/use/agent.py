@@ -152,7 +152,8 @@ class Policy:
         x = np.stack([view.observation(agent, o) for agent, o in observations.items()])
         with torch.no_grad():
             actions = self.model.dist.to_env(self.model.act(torch.as_tensor(x), greedy))
-        return {a: view.action(a, x) for a, x in zip(observations, actions, strict=True)}
+        agents = zip(observations, actions, strict=True)
+        return {agent: view.action(agent, a) for agent, a in agents}
 
     def export(
         self,

@@ -381,6 +381,23 @@ def test_an_older_snapshot_plays_one_seat_and_is_not_learned_from():
         envs.close()
 
 
+def test_the_snapshots_kept_are_a_sample_of_the_whole_history():
+    """400 snapshots taken, 8 kept: spread over the run, the earliest as likely as the last
+    (all 8 from the second half: about 1 chance in 256)."""
+    from a3c.learning.opponents import SNAPSHOT_EVERY, SNAPSHOTS_KEPT, Snapshots
+
+    model = ModelSpec((3,), {"type": "discrete", "n": 2}, hidden=(4,)).build()
+    snapshots = Snapshots(model, share=0.5, agents=2, rows=2, seed=0)
+    for taken in range(400):
+        with torch.no_grad():
+            model.head.bias.fill_(taken)  # the snapshot's age, readable in its weights
+        for _ in range(SNAPSHOT_EVERY):
+            snapshots.keep()
+    ages = sorted(int(net.head.bias[0]) for net in snapshots.pool)
+    assert snapshots.taken == 400 and len(ages) == len(set(ages)) == SNAPSHOTS_KEPT
+    assert ages[0] < 200 and ages[-1] > 200, ages
+
+
 def test_max_episode_steps_cuts_the_game_for_the_agents_still_in_it():
     envs = make_vector_env("agent_envs:leavers", 1, seed=0, max_episode_steps=2)
     try:

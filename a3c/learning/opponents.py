@@ -1,12 +1,14 @@
 """Self-play against older snapshots: some games' seat played by a past policy.
 
 Pure self-play learns to beat the policy of the moment, which can forget how to beat the
-policies before it (a strategy and its counter chase each other). With ``--snapshot-games
-P``, a worker keeps the last :data:`SNAPSHOTS_KEPT` copies of its policy, one taken every
-:data:`SNAPSHOT_EVERY` rollouts, and at the start of a share ``P`` of its games hands one
-seat, drawn at random, to one of them (OpenAI Five's 80/20 mix of the latest policy and
-past ones is ``P = 0.2``). That seat's rows are played, not learned from: the collector
-marks them as not acted, so no loss reads them and they count no steps or episodes.
+policies before it (a strategy and its counter chase each other) and never meets weak
+play. With ``--snapshot-games P``, a worker takes a copy of its policy every
+:data:`SNAPSHOT_EVERY` rollouts and keeps :data:`SNAPSHOTS_KEPT` of them, a uniform sample
+of all it took (reservoir sampling: the first, near-random policies stay as likely as the
+last), and at the start of a share ``P`` of its games hands one seat, drawn at random, to
+one of them (OpenAI Five played a fifth of its games against past selves). That seat's
+rows are played, not learned from: the collector marks them as not acted, so no loss
+reads them and they count no steps or episodes.
 """
 
 from __future__ import annotations
@@ -35,18 +37,21 @@ class Snapshots:
         self.pool: list[ActorCritic] = []
         self.rng = np.random.default_rng(seed)
         self.played_by = np.full(rows, -1)
-        self._rollouts = 0
+        self._rollouts = self.taken = 0
 
     def keep(self) -> None:
-        """After a rollout: every :data:`SNAPSHOT_EVERY`-th, a copy of the policy joins the
-        pool (the oldest leaves a full one)."""
-        if self._rollouts % SNAPSHOT_EVERY == 0:
-            if len(self.pool) < SNAPSHOTS_KEPT:
-                self.pool.append(copy.deepcopy(self.model).requires_grad_(False))
-            else:
-                self.pool.append(self.pool.pop(0))
-                self.pool[-1].load_state_dict(self.model.state_dict())
+        """After a rollout: every :data:`SNAPSHOT_EVERY`-th, a copy of the policy is taken;
+        the pool keeps each of the ``taken`` so far with the same chance."""
         self._rollouts += 1
+        if (self._rollouts - 1) % SNAPSHOT_EVERY:
+            return
+        self.taken += 1
+        if len(self.pool) < SNAPSHOTS_KEPT:
+            self.pool.append(copy.deepcopy(self.model).requires_grad_(False))
+            return
+        slot = self.rng.integers(self.taken)
+        if slot < SNAPSHOTS_KEPT:
+            self.pool[slot].load_state_dict(self.model.state_dict())
 
     def start(self, games: np.ndarray) -> None:
         """Games ``games`` (indices) just began: draw who plays each one's seats."""

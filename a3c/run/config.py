@@ -86,9 +86,9 @@ class A3CConfig(EngineConfig):
     snapshot_games: float = setting(
         0.0,
         "PettingZoo games: the share of a worker's games in which one seat, drawn at random, "
-        "is played by an older snapshot of the policy (one of its last "
-        f"{SNAPSHOTS_KEPT}, taken every {SNAPSHOT_EVERY} rollouts) instead of by the policy "
-        "itself; 0: pure self-play",
+        f"is played by an older snapshot of the policy (one of {SNAPSHOTS_KEPT} kept from all "
+        f"it took, one every {SNAPSHOT_EVERY} rollouts) instead of by the policy itself; 0: "
+        "pure self-play",
         group=RUN,
         min=0,
         max=1,

@@ -77,6 +77,37 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
     }
 
 
+def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_path, capsys):
+    from a3c.run.worker import learner_settings, worker_rollout
+
+    def shape(**kw) -> tuple[int, int]:
+        kw = {"algo": "appo", **kw}
+        return tuple(
+            worker_rollout(A3CConfig(env="CartPole-v1", n_steps=512, minibatches=32, **kw))
+        )
+
+    assert shape(workers=8) == (512, 32), "no --rollout-workers: as given"
+    assert shape(workers=8, rollout_workers=2) == (128, 8), "a quarter: minibatches of 64 still"
+    assert shape(workers=3, rollout_workers=2) == (341, 21)
+    assert shape(workers=64, rollout_workers=2) == (16, 1)
+    assert shape(workers=2, rollout_workers=2) == shape(workers=1, rollout_workers=2) == (512, 32)
+    assert shape(workers=8, rollout_workers=2, algo="ppo") == (512, 32), "one learner"
+    settings = learner_settings(
+        A3CConfig(env="CartPole-v1", algo="appo", workers=8, rollout_workers=2, n_steps=512,
+                  minibatches=32, envs_per_worker=4)
+    )  # fmt: skip
+    assert (settings.rollout_samples, settings.minibatches) == (128 * 4, 8)
+    with pytest.raises(UsageError):
+        config_from_args(build_parser().parse_args(["--rollout-workers", "0"]))
+    cfg = config_for(
+        "CartPole-v1", algo="appo", workers=4, rollout_workers=2, n_steps=64, minibatches=4,
+        total_steps=2_000, eval_interval=0, logdir=str(tmp_path), seed=1,
+    )  # fmt: skip
+    assert train(cfg).exit_code == 0
+    out = capsys.readouterr().err
+    assert "rollouts of 32 steps in 2 minibatches: --n-steps 64 and --minibatches 4" in out, out
+
+
 def test_atari_appo_runs_on_every_core_at_a_rate_scaled_from_two_workers():
     from a3c.run.worker import worker_rate
 

@@ -141,6 +141,16 @@ class A3CConfig(EngineConfig):
         group=ALGO,
         min=1,
     )
+    rollout_workers: int | None = setting(
+        None,
+        "the worker count --n-steps and --minibatches were chosen at (none: any): with W "
+        "more workers learning lock-free, each collects n-steps x this / W steps a rollout "
+        "in minibatches x this / W minibatches of the same size, so that as many updates "
+        "land between a rollout's acting and its learning as at this count; --algo ppo is "
+        "not scaled",
+        group=ALGO,
+        min=1,
+    )
     lr_schedule: str = setting(
         "constant",
         "linear: decay to 0 at --total-steps",

@@ -42,7 +42,7 @@ from a3c.run.shared_model import SharedModel
 from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
-from a3c.run.worker import SharedRun, run_worker, worker_rate
+from a3c.run.worker import SharedRun, run_worker, worker_rate, worker_rollout
 from a3c.scoring import build_model, score_greedy
 from hogwild.console import Progress
 from hogwild.errors import UsageError
@@ -180,6 +180,14 @@ class A3CRun:
                 self.progress.print(
                     f"learning rate {rate:.3g}: --lr {cfg.lr:g} was chosen at {cfg.lr_workers}"
                     f" workers, x sqrt({cfg.lr_workers}/{cfg.workers}) at {cfg.workers}"
+                )
+            rollout = worker_rollout(cfg)
+            if rollout != (cfg.n_steps, cfg.minibatches):
+                self.progress.print(
+                    f"rollouts of {rollout.steps} steps in {rollout.minibatches} minibatches:"
+                    f" --n-steps {cfg.n_steps} and --minibatches {cfg.minibatches} were chosen"
+                    f" at {cfg.rollout_workers} workers, x {cfg.rollout_workers}/{cfg.workers}"
+                    f" at {cfg.workers}"
                 )
             measured = measured_workers(cfg)
             if measured is not None and measured != cfg.workers:

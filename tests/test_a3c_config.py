@@ -92,6 +92,7 @@ def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_pat
     assert shape(workers=64, rollout_workers=2) == (16, 1)
     assert shape(workers=2, rollout_workers=2) == shape(workers=1, rollout_workers=2) == (512, 32)
     assert shape(workers=8, rollout_workers=2, algo="ppo") == (512, 32), "one learner"
+    assert tuple(worker_rollout(config_for("Hopper-v5", workers=8))) == (128, 8), "[mujoco]"
     settings = learner_settings(
         A3CConfig(env="CartPole-v1", algo="appo", workers=8, rollout_workers=2, n_steps=512,
                   minibatches=32, envs_per_worker=4)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tb_helpers import scalar_points
 
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
@@ -104,9 +105,13 @@ def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_pat
         "CartPole-v1", algo="appo", workers=4, rollout_workers=2, n_steps=64, minibatches=4,
         total_steps=2_000, eval_interval=0, logdir=str(tmp_path), seed=1,
     )  # fmt: skip
-    assert train(cfg).exit_code == 0
+    result = train(cfg)
+    assert result.exit_code == 0
     out = capsys.readouterr().err
     assert "rollouts of 32 steps in 2 minibatches: --n-steps 64 and --minibatches 4" in out, out
+    tags = scalar_points(result.run_dir)  # the lag those rollouts keep down, logged
+    lag_max = max(v for _, v in tags["charts/policy_lag_max"])
+    assert 0 < max(v for _, v in tags["charts/policy_lag"]) <= lag_max, lag_max
 
 
 def test_atari_appo_runs_on_every_core_at_a_rate_scaled_from_two_workers():

@@ -14,7 +14,7 @@ are dropped (Sample Factory's ``max_policy_lag``). The update is APPO's
 from __future__ import annotations
 
 from a3c.learning.algorithm import Algorithm
-from a3c.learning.metrics import MAX, SUM, Metric
+from a3c.learning.metrics import SUM, Metric
 from a3c.learning.ppo import APPO, APPOSteps, PPOFigures
 
 __all__ = ["PPO"]
@@ -33,8 +33,6 @@ PPO = Algorithm(
     tuning_space=APPO.tuning_space,
     metrics=(
         Metric("kl_stops", "charts/kl_stops", SUM),
-        Metric("policy_lag", "charts/policy_lag"),
-        Metric("policy_lag_max", "charts/policy_lag_max", MAX),
         Metric("stale_rollouts", "charts/stale_rollouts", SUM),
         Metric("rollouts_in_flight", "charts/rollouts_in_flight"),
     ),

@@ -55,6 +55,10 @@ METRICS = (
     Metric("games", None, SUM),
     Metric("team_return", None, SUM),
     Metric("illegal_moves", None, SUM),
+    # the updates made since the weights that acted were copied, when their rollout's
+    # learning began: the lag a ratio against the acting policy corrects (every algorithm)
+    Metric("policy_lag", "charts/policy_lag"),
+    Metric("policy_lag_max", "charts/policy_lag_max", MAX),
     *algorithm_metrics(),
     *STEP_FIGURES,
 )

@@ -81,6 +81,7 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
             local.copy_(shared)
+            version = optimizer.total_steps
             if obs_rms is not None:
                 model.set_obs_stats(*obs_rms.mean_std())
             rollout = collector.collect()
@@ -90,7 +91,10 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
                 telemetry.stats.add("games")
                 telemetry.stats.add("team_return", team)
             telemetry.stats.add("illegal_moves", illegal)
+            lag, updates = optimizer.total_steps - version, telemetry.stats["updates"]
             learner.learn(rollout, run_steps(run))
+            telemetry.stats.peak("policy_lag_max", lag)
+            telemetry.stats.add("policy_lag", lag * (telemetry.stats["updates"] - updates))
             if snapshots is not None:
                 snapshots.keep()
             steps = T * K if rollout.acted is None else int(rollout.acted.sum())

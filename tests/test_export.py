@@ -239,15 +239,15 @@ def test_every_adapter_is_exported(env_id, fmt, tmp_path, request):
 
 @pytest.mark.parametrize("fmt", ["onnx", "pt2"])
 def test_a_pettingzoo_policy_exports_one_agent_a_row_with_its_mask(fmt, tmp_path, request):
-    """Connect four's ``{"observation", "action_mask"}`` from real games, both seats: the
-    file gives predict's actions, never a masked one."""
+    """Connect four's ``{"observation", "action_mask"}`` from real games, both seats, the
+    board read by a conv net: the file gives predict's actions, never a masked one."""
     pytest.importorskip(
         "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
     )
     from pettingzoo.classic import connect_four_v3
 
     ort = request.getfixturevalue("ort") if fmt == "onnx" else None
-    policy = make_policy("pettingzoo.classic.connect_four_v3:env", action_mask=True)
+    policy = make_policy("pettingzoo.classic.connect_four_v3:env", action_mask=True, grid=(6, 7, 2))
     env, rng, rows = connect_four_v3.env(), np.random.default_rng(0), []
     env.reset(seed=0)
     while len(rows) < 64:

@@ -110,6 +110,44 @@ def test_connect_four_turns_masks_and_both_seats_credited():
         envs.close()
 
 
+def test_a_board_is_read_by_a_conv_net_in_its_own_layout():
+    from pettingzoo.classic import connect_four_v3
+
+    from a3c.envs.multiagent import agent_spaces
+    from a3c.run.presets import config_for
+    from a3c.run.shared_model import model_spec
+
+    spaces = env_spaces(CONNECT_FOUR)
+    assert spaces.grid == (6, 7, 2)
+    game = connect_four_v3.env()
+    game.reset(seed=0)
+    for column in (3, 3, 4):
+        game.step(column)
+    raw = game.observe("player_1")
+    row = agent_spaces(game, CONNECT_FOUR).observation("player_1", raw)
+    board = torch.as_tensor(row[None])[:, :84].reshape(1, 6, 7, 2)
+    assert (board[0].numpy() == raw["observation"]).all(), "the board as the game has it"
+    assert board[0, 4, 3].tolist() == [1.0, 0.0], "its own piece on the other seat's"
+    assert board[0, 5, 3].tolist() == board[0, 5, 4].tolist() == [0.0, 1.0]
+
+    cfg = config_for(CONNECT_FOUR)  # the game's own table, on its family's
+    assert (cfg.preset, cfg.entropy_coef, cfg.algo) == (CONNECT_FOUR, 0.05, "appo")
+    conv = model_spec(cfg, spaces)
+    assert conv.grid == (6, 7, 2) and not conv.normalize_obs
+    flat = model_spec(config_for(CONNECT_FOUR, policy="mlp"), spaces)
+    assert flat.grid == () and flat.build().encoder is None
+    model = conv.build()
+    assert model.first_conv is not None
+    assert ModelSpec.from_dict(conv.to_dict()) == conv, "checkpoints keep the board"
+    x = torch.as_tensor(row[None])
+    moved = x.clone()
+    moved[0, :84] = x[0, :84].reshape(6, 7, 2).flip(1).reshape(-1)  # the board mirrored
+    with torch.no_grad():
+        assert not torch.equal(model(x)[1], model(moved)[1]), "the value reads the board"
+    with pytest.raises(ValueError, match="grid"):
+        ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, grid=(6, 7, 3)).check()
+
+
 def test_masked_actions_are_never_sampled():
     spec = ModelSpec((84 + 7,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,))
     torch.manual_seed(0)

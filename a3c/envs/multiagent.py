@@ -23,6 +23,7 @@ action.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -74,6 +75,7 @@ class AgentView:
         self.raw_observation_space, self.raw_action_space = obs_space, act_space
         mask_space = _mask_space(obs_space)
         self.masked = mask_space is not None
+        self.grid: tuple[int, ...] = ()
         inner = obs_space
         if isinstance(obs_space, spaces.Dict) and self.masked:
             inner = obs_space[OBSERVATION]
@@ -102,6 +104,11 @@ class AgentView:
                     f"not {inner}"
                 )
             space = spaces.Box(-np.inf, np.inf, (shape[0] + n,), np.float32)
+            # a board (H, W, C), channels last, flattened in front of the mask: a conv net
+            # may read it back (ModelSpec.grid)
+            board = tuple(int(d) for d in inner.shape or ())
+            if len(board) == 3 and board[2] < min(board[:2]) and math.prod(board) == shape[0]:
+                self.grid = board
         assert isinstance(space, spaces.Box)  # adapt_spaces makes every observation one
         self.observation_space = space
 
@@ -123,7 +130,9 @@ class AgentView:
         shape = self.observation_space.shape
         assert shape is not None
         dtype = np.dtype(self.observation_space.dtype).name
-        return EnvSpaces(tuple(shape), dtype, action_spec(self.action_space), self.masked)
+        return EnvSpaces(
+            tuple(shape), dtype, action_spec(self.action_space), self.masked, grid=self.grid
+        )
 
 
 #: ``--agent-groups``: one policy for every agent, or one per name prefix (``speaker_0`` and

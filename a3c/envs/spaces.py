@@ -183,14 +183,16 @@ def _adapt_actions(env: gym.Env, env_id: str) -> gym.Env:
 class EnvSpaces(NamedTuple):
     """What the policy is built from: the adapted observation's shape and dtype, the
     action space's description (:func:`action_spec`), whether the observation ends
-    in the legal-action mask, and the groups of agents with policies of their own, each's
-    (observation size, actions) (:class:`a3c.envs.multiagent.AgentViews`)."""
+    in the legal-action mask, the groups of agents with policies of their own, each's
+    (observation size, actions) (:class:`a3c.envs.multiagent.AgentViews`), and the board
+    ``(H, W, C)`` a masked observation starts with (:class:`a3c.envs.multiagent.AgentView`)."""
 
     obs_shape: tuple[int, ...]
     obs_dtype: str
     action: ActionSpec
     action_mask: bool = False
     groups: tuple[tuple[int, int], ...] = ()
+    grid: tuple[int, ...] = ()
 
 
 def describe_spaces(env: gym.Env) -> EnvSpaces:

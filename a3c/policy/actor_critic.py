@@ -67,6 +67,9 @@ class ModelSpec:
     # groups of agents with policies of their own: each's (observation size, actions), laid
     # out as a3c.envs.multiagent.AgentViews lays rows out (a3c.policy.grouped)
     groups: tuple[tuple[int, int], ...] = ()
+    # a masked vector observation whose first entries are a board (H, W, C), channels last
+    # (connect four's 6x7x2): read by a conv net, as an image is
+    grid: tuple[int, ...] = ()
 
     @property
     def image(self) -> bool:
@@ -85,6 +88,7 @@ class ModelSpec:
         object.__setattr__(self, "obs_shape", tuple(self.obs_shape))
         object.__setattr__(self, "hidden", tuple(self.hidden))
         with contextlib.suppress(TypeError):  # else check() names it
+            object.__setattr__(self, "grid", tuple(self.grid))
             object.__setattr__(self, "groups", tuple(tuple(g) for g in self.groups))
         if isinstance(self.action, dict):
             with contextlib.suppress(UsageError):
@@ -106,6 +110,7 @@ class ModelSpec:
         """A JSON-friendly dict; :meth:`from_dict` inverts it."""
         d = dataclasses.asdict(self)
         d["obs_shape"], d["hidden"] = list(self.obs_shape), list(self.hidden)
+        d["grid"] = list(self.grid)
         d["groups"] = [list(g) for g in self.groups]
         d["action"] = self.action.to_dict()
         return d
@@ -130,7 +135,7 @@ class ModelSpec:
         unknown = d.keys() - known
         if unknown:
             raise UsageError(f"checkpoint model config has unknown keys {sorted(unknown)}")
-        for key in ("obs_shape", "hidden", "groups"):
+        for key in ("obs_shape", "hidden", "groups", "grid"):
             if not isinstance(d.get(key, []), (list, tuple)):
                 raise UsageError(f"checkpoint model config: {key} must be a list, got {d[key]!r}")
         for key in ("normalize_obs", "separate", "squash", "center_frames", "action_mask"):
@@ -177,6 +182,17 @@ class ModelSpec:
                 )
         if self.activation not in ACTIVATIONS:
             raise error(f"activation must be one of {sorted(ACTIVATIONS)}, got {self.activation!r}")
+        if self.grid and not (
+            len(self.grid) == 3
+            and positive_ints(self.grid)
+            and self.action_mask
+            and not (self.groups or self.separate or self.normalize_obs)
+            and self.obs_dim == math.prod(self.grid) + getattr(self.action, "n", 0)
+        ):
+            raise error(
+                f"grid {self.grid!r}: a board (H, W, C) that, with the action mask, makes the "
+                "whole observation, read by one shared conv net without normalisation"
+            )
         if self.groups:
             sizes = [g for g in self.groups if isinstance(g, tuple) and len(g) == 2]
             n = getattr(self.action, "n", None)
@@ -257,6 +273,9 @@ class ActorCritic(nn.Module):
                 center=spec.center_frames,
             )
             sizes: tuple[int, ...] = (self.encoder.out_features,)
+        elif spec.grid:  # 0/1 cells: no 1/255 scale
+            self.encoder = conv_encoder(spec.conv, spec.grid, channels_last=True, scale=1.0)
+            sizes = (self.encoder.out_features,)
         else:
             sizes = (obs_dim, *spec.hidden)
         self.trunk = nn.ModuleList(
@@ -297,6 +316,8 @@ class ActorCritic(nn.Module):
 
     def _features(self, obs: Tensor, trunk: nn.ModuleList) -> Tensor:
         if self.encoder is not None:
+            if self.spec.grid:
+                obs = obs[:, : math.prod(self.spec.grid)].reshape(-1, *self.spec.grid)
             return self.encoder(obs)
         x = obs
         if self.normalize_obs:
@@ -371,7 +392,7 @@ class ActorCritic(nn.Module):
         minibatches gathered from it need no conversion (4.3 of Pong's ~11 ms of input
         work per 128 frames, every epoch)."""
         shape, dtype = self.spec.obs_shape, getattr(torch, self.spec.obs_dtype)
-        if self.encoder is None or self.spec.channels_last:
+        if not self.spec.image or self.spec.channels_last:
             return torch.empty(*lead, *shape, dtype=dtype)
         c, h, w = shape
         return torch.empty(*lead, h, w, c, dtype=dtype).movedim(-1, -3)

@@ -72,8 +72,8 @@ def resolve_preset(
     if name in (None, "none"):
         return None, {}
     presets = load_presets()
-    if name == AUTO:
-        key = env.rpartition(":")[2]
+    if name == AUTO:  # a table of the id, a factory's ("module:env") included, or its name's
+        key = env if env in presets else env.rpartition(":")[2]
         name = key if key in presets else _family(env)
     if name not in presets:
         known = ", ".join(sorted(presets))

@@ -28,17 +28,20 @@ def make_optimizer(cfg: A3CConfig, flat: torch.Tensor, workers: int = 1) -> Shar
 def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     """The policy the config asks for, on the env's (adapted) spaces."""
     image = len(spaces.obs_shape) == 3
-    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image)
-    if wanted != image:
+    board = bool(spaces.grid)  # a game's board in front of its action mask
+    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image or board)
+    if wanted != image and not board:
         kind = "images" if image else "vectors"
         raise UsageError(f"--policy {cfg.policy} does not fit {cfg.env}'s observations ({kind})")
+    grid = spaces.grid if wanted else ()
+    conv = image or bool(grid)
     spec = ModelSpec(
         spaces.obs_shape,
         spaces.action,
         spaces.obs_dtype,
         cfg.hidden,
         cfg.activation,
-        cfg.normalize_obs and not image,  # pixels are scaled by 1/255 instead
+        cfg.normalize_obs and not conv,  # pixels are scaled by 1/255 instead
         cfg.separate_networks,
         cfg.log_std_init,
         cfg.squash_actions,
@@ -47,6 +50,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.center_frames and image,
         spaces.action_mask,
         spaces.groups,
+        grid,
     )
     spec.check(UsageError)
     return spec

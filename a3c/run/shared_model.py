@@ -41,7 +41,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         spaces.obs_dtype,
         cfg.hidden,
         cfg.activation,
-        cfg.normalize_obs and not conv,  # pixels are scaled by 1/255 instead
+        cfg.normalize_obs and not conv,  # a conv net reads pixels (by 1/255) or cells raw
         cfg.separate_networks,
         cfg.log_std_init,
         cfg.squash_actions,

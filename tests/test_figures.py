@@ -24,6 +24,8 @@ COMMON_TAGS = {
     "charts/learning_rate",
     "charts/skipped_updates",
     "charts/dead_units",
+    "charts/policy_lag",
+    "charts/policy_lag_max",
 }
 TAGS = {
     "a3c": COMMON_TAGS,

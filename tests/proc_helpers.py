@@ -41,6 +41,17 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[1])
 
 
+def catches(pid: int, sig: int) -> bool:
+    """Whether ``pid`` has a handler of its own for ``sig`` now (``SigCgt`` in its status):
+    before that, the signal ends it the default way, e.g. SIGTERM as -15, not 143."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            caught = next(line for line in f if line.startswith("SigCgt:"))
+    except (FileNotFoundError, ProcessLookupError, StopIteration):
+        return False
+    return bool(int(caught.split()[1], 16) >> (sig - 1) & 1)
+
+
 def cmdline(pid: int) -> bytes:
     """The raw command line of ``pid`` (NUL-separated), or ``b""`` once it is gone."""
     try:

@@ -15,6 +15,7 @@ import pytest
 import torch
 from proc_helpers import (
     TESTS,
+    catches,
     child_pids,
     descendants,
     finish,
@@ -187,6 +188,13 @@ def test_a_stop_on_one_node_waits_for_a_slow_node_and_ends_every_node_alike(tmp_
     both nodes: one that succeeded beside one that did not would keep its torchrun
     launcher waiting 5 minutes for the other."""
     with two_a3c_nodes(tmp_path, "--sync-every", "8", "--dist-timeout", "3") as nodes:
+        # Its events file can come before its SIGTERM handler: a signal then ended it as -15
+        # and the other node lost contact (1 run in ~5 here).
+        wait_until(
+            lambda: catches(trainer_pid(nodes[0]), signal.SIGTERM),
+            what="node 0 never took over SIGTERM",
+            procs=list(nodes.values()),
+        )
         paused = [trainer_pid(nodes[1]), *descendants(trainer_pid(nodes[1]))]
         signal_node(paused, signal.SIGSTOP)
         try:

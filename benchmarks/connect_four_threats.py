@@ -46,12 +46,12 @@ def winning_columns(board: np.ndarray, plane: int) -> set[int]:
     return wins
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("checkpoint")
     p.add_argument("--games", type=int, default=200, help="games a seat")
     p.add_argument("--seed", type=int, default=0)
-    args = p.parse_args()
+    args = p.parse_args(argv)
     policy = Policy.load(args.checkpoint)
     rng = np.random.default_rng(args.seed)
     for seat in ("player_0", "player_1"):

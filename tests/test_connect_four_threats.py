@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from proc_helpers import run_python
 
 pytest.importorskip(
     "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
@@ -43,7 +42,7 @@ def test_wins_are_found_where_a_dropped_piece_lands():
     assert threats.winning_columns(diagonal, threats.MINE) == {3}
 
 
-def test_a_policy_is_scored_per_seat(tmp_path):
+def test_a_policy_is_scored_per_seat(tmp_path, capsys):
     from a3c.policy import ModelSpec
 
     torch.manual_seed(0)
@@ -51,10 +50,10 @@ def test_a_policy_is_scored_per_seat(tmp_path):
     path = tmp_path / "c4.pt"
     torch.save({"model": model.state_dict(), "model_spec": model.spec.to_dict(),
                 "env_id": "pettingzoo.classic.connect_four_v3:env"}, path)  # fmt: skip
-    proc = run_python([str(SCRIPT), str(path), "--games", "4"], timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    threats.main([str(path), "--games", "4"])
+    out = capsys.readouterr().out
     seats = re.findall(
-        r"as (player_\d): won ([\d.]+), drew ([\d.]+), lost ([\d.]+); (\d+) moves", proc.stdout
+        r"as (player_\d): won ([\d.]+), drew ([\d.]+), lost ([\d.]+); (\d+) moves", out
     )
-    assert [s[0] for s in seats] == ["player_0", "player_1"], proc.stdout
+    assert [s[0] for s in seats] == ["player_0", "player_1"], out
     assert all(abs(sum(map(float, s[1:4])) - 1) < 1e-9 and int(s[4]) > 0 for s in seats)

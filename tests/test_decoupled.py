@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def ppo_run(tmp_path: Path, **kw) -> tuple[A3CConfig, object]:
+    kw.setdefault("target_return", 1e9)
     cfg = config_for(
-        "CartPole-v1", algo="ppo", target_return=1e9, eval_interval=0, log_interval=0.2,
+        "CartPole-v1", algo="ppo", eval_interval=0, log_interval=0.2,
         logdir=str(tmp_path), seed=2, **kw,
     )  # fmt: skip
     return cfg, train(cfg)
@@ -38,12 +39,11 @@ def ppo_run(tmp_path: Path, **kw) -> tuple[A3CConfig, object]:
 def test_eight_workers_learn_cartpole_and_log_their_lag(tmp_path):
     """Seven actors and a learner on 2 cores: progress per step holds (the learner takes
     every gradient on the weights it updates), and the lag is logged within its bound."""
-    cfg, result = ppo_run(tmp_path, workers=8, total_steps=60_000)
+    # Stops once the 100-episode mean passes 150 (a random policy lasts ~22 steps); the
+    # user's settings (CartPole's preset, PPO's defaults) had 449 at 60k steps.
+    cfg, result = ppo_run(tmp_path, workers=8, total_steps=60_000, target_return=150.0)
     assert result.exit_code == 0
-    assert result.best_mean_100 is not None, "not even 100 episodes"
-    # A random policy lasts ~22 steps; the user's settings (CartPole's preset, PPO's
-    # defaults) reached 449 at 60k steps with 8 workers.
-    assert result.best_mean_100.mean > 150, result.best_mean_100
+    assert result.solved_at is not None, result.best_mean_100
     tags = scalar_points(result.run_dir)
     lag_max = max(v for _, v in tags["charts/policy_lag_max"])
     # 16 updates a rollout. Without the tokens, rollouts queued 2 deep behind all 7 actors

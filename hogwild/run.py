@@ -173,7 +173,8 @@ class RunLoop:
     :meth:`RunApp.round_counters`); ``wait_timeout``: the longest wait between two ticks;
     ``time_limit``: seconds after which the run stops; ``checkpoint_every``: seconds
     between checkpoints while workers run (None: only at the end and when the app calls
-    :meth:`save_checkpoint`).
+    :meth:`save_checkpoint`); ``shutdown``: the handler the caller entered before setting
+    the run up (see :meth:`run`).
     """
 
     def __init__(
@@ -189,6 +190,7 @@ class RunLoop:
         time_limit: float | None = None,
         checkpoint_every: float | None = None,
         warn: Callable[[str], None] | None = None,
+        shutdown: GracefulShutdown | None = None,
     ) -> None:
         self.cfg, self.prog, self.layout = cfg, prog, layout
         self.progress = progress or Progress()
@@ -209,7 +211,9 @@ class RunLoop:
         self.supervisor: Supervisor | None = None
         # One policy for the run: --max-restarts counts the restarts of every generation.
         self.policy = FailurePolicy(cfg.on_worker_failure, cfg.max_restarts)
-        self.shutdown = GracefulShutdown()
+        # The caller's handler while it sets the run up (its run folder made, its workers not
+        # yet started): a signal it caught stops the run as soon as :meth:`run` begins.
+        self.shutdown = shutdown or GracefulShutdown()
         self.reason: str | None = None
         self.t0 = time.monotonic()
         self._dirty = False  # workers ran since the last checkpoint
@@ -266,6 +270,7 @@ class RunLoop:
         sup = self._open_pool()
         exit_code = 0
         with GracefulShutdown(on_force=sup.kill_all, on_request=sup.request_stop) as shutdown:
+            shutdown.take_over(self.shutdown)
             self.shutdown = shutdown
             self.t0 = time.monotonic()
             try:

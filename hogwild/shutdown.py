@@ -57,6 +57,13 @@ class GracefulShutdown:
                 flush=True,
             )
 
+    def take_over(self, earlier: GracefulShutdown) -> None:
+        """Act on the signal an earlier handler caught (it has said so on stderr already)."""
+        if earlier.signum is not None and self.signum is None:
+            self.signum = earlier.signum
+            if self.on_request is not None:
+                self.on_request()
+
     def __enter__(self) -> GracefulShutdown:
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._previous[sig] = signal.signal(sig, self._handle)

@@ -229,6 +229,23 @@ def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
     assert not ours, f"shared memory leaked: {ours}"
 
 
+def test_a_sigterm_as_the_run_folder_appears_stops_with_a_checkpoint(tmp_path):
+    """The handler is in place before the run folder is made: a SIGTERM before the workers
+    start ended the run the default way (-15), its folder left without a checkpoint."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--workers", "2",
+         "--eval-interval", "0", "--logdir", str(tmp_path)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_until(lambda: list(tmp_path.glob("*/config.json")), what="no run folder",
+               interval=0.002, procs=[proc])  # fmt: skip
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=under_load(30))
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    assert load_checkpoint(next(tmp_path.glob("*/checkpoint.pt")))["env_steps"] >= 0
+
+
 def test_killed_worker_is_restarted_and_run_finishes(tmp_path):
     proc, kids = start_training(tmp_path, "--eval-interval", "0", "--time-limit", "8")
     os.kill(kids[0], signal.SIGKILL)

@@ -52,6 +52,7 @@ from hogwild.precision import check_amp, resolve_amp
 from hogwild.procs import resolve_start_method
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop, Workers
 from hogwild.rundir import RunDir
+from hogwild.shutdown import GracefulShutdown
 
 log = logging.getLogger("a3c.run.trainer")
 
@@ -68,17 +69,24 @@ def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
         if not callable(callback):
             raise UsageError(f"a callback must be callable, got {callback!r}")
     threads = torch.get_num_threads()
-    try:
-        return A3CRun(cfg, callbacks).run()
-    finally:
-        torch.set_num_threads(threads)
+    # From before the run folder is made: a signal then stops the run with a checkpoint.
+    with GracefulShutdown() as early:
+        try:
+            return A3CRun(cfg, callbacks, early).run()
+        finally:
+            torch.set_num_threads(threads)
 
 
 class A3CRun:
     """The main process of one run (one node's, under ``torchrun``): A3C's side of the
     engine's :class:`~hogwild.run.RunLoop`, which runs the plumbing around it."""
 
-    def __init__(self, cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> None:
+    def __init__(
+        self,
+        cfg: A3CConfig,
+        callbacks: Sequence[Callback] = (),
+        shutdown: GracefulShutdown | None = None,
+    ) -> None:
         spaces = env_spaces(cfg.env, **cfg.env_options())
         if ALGORITHMS[cfg.algo].decoupled and is_multiagent_id(cfg.env):
             raise UsageError(
@@ -109,6 +117,7 @@ class A3CRun:
             time_limit=cfg.time_limit,
             checkpoint_every=cfg.checkpoint_interval,
             warn=self.progress.print,
+            shutdown=shutdown,
         )
         self.rank, self.is_main = self.loop.rank, self.loop.is_main
         if self.rank != 0:

@@ -6,11 +6,14 @@ what a user's terminal would show (warnings included), not on captured Python ob
 
 from __future__ import annotations
 
-import os
-import subprocess
+import contextlib
+import io
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
+from unittest import mock
 
 import gymnasium as gym
 import numpy as np
@@ -22,8 +25,6 @@ from a3c.plot import main as plot_main
 from a3c.plot import read_curve
 from a3c.train import main as train_main
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
 VIDEO_SKIP = 'the [video] extra is not installed: pip install -e ".[video]"'
 PLOT_SKIP = 'the [plot] extra is not installed: pip install -e ".[plot]"'
 
@@ -83,14 +84,22 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def cli(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
-    """``python -m args...`` (or ``python -c code args...``) as a user would run it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), str(ROOT)])}
-    cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+def cli(main: Callable[[list[str]], int], *args: str, missing: str | None = None) -> Refusal:
+    """A command's exit code and stderr, run in this process (with the package ``missing``
+    made unimportable, as where its extra is not installed)."""
+    err = io.StringIO()
+    gone = {missing: None} if missing else {}
+    with contextlib.redirect_stderr(err), mock.patch.dict(sys.modules, gone):
+        code = main(list(args))
+    return Refusal(code, err.getvalue())
 
 
-def assert_one_line_exit_2(proc: subprocess.CompletedProcess, message: str) -> None:
+class Refusal(NamedTuple):
+    returncode: int
+    stderr: str
+
+
+def assert_one_line_exit_2(proc: Refusal, message: str) -> None:
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0], proc.stderr
@@ -184,7 +193,7 @@ def test_plot_folder_gives_one_figure_per_env(with_plot, runs, tmp_path, capsys)
 def test_plot_refusals(with_plot, runs, tmp_path):
     empty = tmp_path / "empty"
     (empty / "not_a_run").mkdir(parents=True)
-    proc = cli("a3c.plot", str(empty), "-o", str(tmp_path / "x.png"))
+    proc = cli(plot_main, str(empty), "-o", str(tmp_path / "x.png"))
     assert_one_line_exit_2(proc, "not a run folder and holds no run folders")
 
     # A real event file with other scalars only: a run that never finished an episode.
@@ -193,12 +202,11 @@ def test_plot_refusals(with_plot, runs, tmp_path):
     pointless = tmp_path / "pointless"
     with SummaryWriter(str(pointless)) as writer:
         writer.add_scalar("losses/entropy", 0.5, 1)
-    proc = cli("a3c.plot", str(pointless), "-o", str(tmp_path / "x.png"))
+    proc = cli(plot_main, str(pointless), "-o", str(tmp_path / "x.png"))
     assert_one_line_exit_2(proc, "no charts/mean_return_100 points")
 
-    no_matplotlib = "import sys; sys.modules['matplotlib'] = None; from a3c.plot import main; "
-    no_matplotlib += "sys.exit(main(sys.argv[1:]))"
-    proc = cli(str(runs["cartpole1"]), "-o", str(tmp_path / "x.png"), code=no_matplotlib)
+    out = str(tmp_path / "x.png")
+    proc = cli(plot_main, str(runs["cartpole1"]), "-o", out, missing="matplotlib")
     assert_one_line_exit_2(proc, 'pip install -e ".[plot]"')
     assert not (tmp_path / "x.png").exists()
 
@@ -235,19 +243,17 @@ def test_record_refusals_leave_nothing_behind(with_video, runs, tmp_path):
     blocker = tmp_path / "a_file"
     blocker.write_text("in the way")
 
-    proc = cli("a3c.evaluate", ckpt, "--episodes", "1", "--record", str(blocker / "videos"))
+    proc = cli(evaluate_main, ckpt, "--episodes", "1", "--record", str(blocker / "videos"))
     assert_one_line_exit_2(proc, "cannot create the folder")
-    proc = cli("a3c.evaluate", ckpt, "--episodes", "1", "--record", str(blocker))
+    proc = cli(evaluate_main, ckpt, "--episodes", "1", "--record", str(blocker))
     assert_one_line_exit_2(proc, "a file is in the way")
     assert blocker.read_text() == "in the way"
 
     videos = tmp_path / "videos"
     args = ("--episodes", "1", "--env", NO_RENDER_ID, "--record", str(videos))
-    proc = cli("a3c.evaluate", ckpt, *args)
+    proc = cli(evaluate_main, ckpt, *args)
     assert_one_line_exit_2(proc, "cannot render rgb_array frames")
 
-    no_moviepy = "import sys; sys.modules['moviepy'] = None; from a3c.evaluate import main; "
-    no_moviepy += "sys.exit(main(sys.argv[1:]))"
-    proc = cli(ckpt, "--record", str(videos), code=no_moviepy)
+    proc = cli(evaluate_main, ckpt, "--record", str(videos), missing="moviepy")
     assert_one_line_exit_2(proc, 'pip install -e ".[video]"')
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"], "nothing half-written"

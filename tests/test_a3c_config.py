@@ -79,26 +79,33 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
 
 
 def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_path, capsys):
-    from a3c.run.worker import learner_settings, worker_rollout
+    from a3c.run.worker import learner_settings, worker_rate, worker_rollout
 
-    def shape(**kw) -> tuple[int, int]:
-        kw = {"algo": "appo", **kw}
+    def shape(**kw) -> tuple[int, int, float | None]:
+        kw = {"algo": "appo", "target_kl": 0.03, **kw}
         return tuple(
             worker_rollout(A3CConfig(env="CartPole-v1", n_steps=512, minibatches=32, **kw))
         )
 
-    assert shape(workers=8) == (512, 32), "no --rollout-workers: as given"
-    assert shape(workers=8, rollout_workers=2) == (128, 8), "a quarter: minibatches of 64 still"
-    assert shape(workers=3, rollout_workers=2) == (341, 21)
-    assert shape(workers=64, rollout_workers=2) == (16, 1)
-    assert shape(workers=2, rollout_workers=2) == shape(workers=1, rollout_workers=2) == (512, 32)
-    assert shape(workers=8, rollout_workers=2, algo="ppo") == (512, 32), "one learner"
-    assert tuple(worker_rollout(config_for("Hopper-v5", workers=8))) == (128, 8), "[mujoco]"
+    assert shape(workers=8) == (512, 32, 0.03), "no --rollout-workers: as given"
+    # A quarter (minibatches of 64 still), and the KL cap x 4.
+    assert shape(workers=8, rollout_workers=2) == pytest.approx((128, 8, 0.12))
+    assert shape(workers=8, rollout_workers=2, target_kl=None) == (128, 8, None)
+    assert shape(workers=3, rollout_workers=2) == pytest.approx((341, 21, 0.045))
+    assert shape(workers=64, rollout_workers=2)[:2] == (16, 1)
+    assert shape(workers=2, rollout_workers=2) == shape(workers=1, rollout_workers=2)
+    assert shape(workers=2, rollout_workers=2) == (512, 32, 0.03)
+    assert shape(workers=8, rollout_workers=2, algo="ppo") == (512, 32, 0.03), "one learner"
+    hopper = worker_rollout(config_for("Hopper-v5", workers=8))
+    assert hopper == pytest.approx((128, 8, 0.12)), "[mujoco]"
+    assert worker_rate(config_for("Hopper-v5", workers=8)) == pytest.approx(3e-4 / 2)
+    assert worker_rate(config_for("Hopper-v5", workers=2)) == 3e-4
     settings = learner_settings(
         A3CConfig(env="CartPole-v1", algo="appo", workers=8, rollout_workers=2, n_steps=512,
-                  minibatches=32, envs_per_worker=4)
+                  minibatches=32, envs_per_worker=4, target_kl=0.03)
     )  # fmt: skip
     assert (settings.rollout_samples, settings.minibatches) == (128 * 4, 8)
+    assert settings.target_kl == pytest.approx(0.12)
     with pytest.raises(UsageError):
         config_from_args(build_parser().parse_args(["--rollout-workers", "0"]))
     cfg = config_for(
@@ -108,7 +115,7 @@ def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_pat
     result = train(cfg)
     assert result.exit_code == 0
     out = capsys.readouterr().err
-    assert "rollouts of 32 steps in 2 minibatches: --n-steps 64 and --minibatches 4" in out, out
+    assert "rollouts of 32 steps in 2 minibatches: --n-steps 64, --minibatches 4" in out, out
     tags = scalar_points(result.run_dir)  # the lag those rollouts keep down, logged
     lag_max = max(v for _, v in tags["charts/policy_lag_max"])
     assert 0 < max(v for _, v in tags["charts/policy_lag"]) <= lag_max, lag_max

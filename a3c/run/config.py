@@ -143,11 +143,12 @@ class A3CConfig(EngineConfig):
     )
     rollout_workers: int | None = setting(
         None,
-        "the worker count --n-steps and --minibatches were chosen at (none: any): with W "
-        "more workers learning lock-free, each collects n-steps x this / W steps a rollout "
-        "in minibatches x this / W minibatches of the same size, so that as many updates "
-        "land between a rollout's acting and its learning as at this count; --algo ppo is "
-        "not scaled",
+        "the worker count --n-steps, --minibatches and --target-kl were chosen at (none: "
+        "any): with W more workers learning lock-free, each collects n-steps x this / W "
+        "steps a rollout in minibatches x this / W minibatches of the same size, so that as "
+        "many updates land between a rollout's acting and its learning as at this count, and "
+        "the KL cap, which those updates count towards, is x W / this; --algo ppo is not "
+        "scaled",
         group=ALGO,
         min=1,
     )

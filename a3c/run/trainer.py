@@ -191,12 +191,14 @@ class A3CRun:
                     f" workers, x sqrt({cfg.lr_workers}/{cfg.workers}) at {cfg.workers}"
                 )
             rollout = worker_rollout(cfg)
-            if rollout != (cfg.n_steps, cfg.minibatches):
+            if rollout != (cfg.n_steps, cfg.minibatches, cfg.target_kl):
+                kl = "" if rollout.target_kl is None else f", KL cap {rollout.target_kl:g}"
                 self.progress.print(
-                    f"rollouts of {rollout.steps} steps in {rollout.minibatches} minibatches:"
-                    f" --n-steps {cfg.n_steps} and --minibatches {cfg.minibatches} were chosen"
-                    f" at {cfg.rollout_workers} workers, x {cfg.rollout_workers}/{cfg.workers}"
-                    f" at {cfg.workers}"
+                    f"rollouts of {rollout.steps} steps in {rollout.minibatches} minibatches{kl}:"
+                    f" --n-steps {cfg.n_steps}, --minibatches {cfg.minibatches} and --target-kl"
+                    f" {cfg.target_kl} were chosen at {cfg.rollout_workers} workers, scaled by"
+                    f" {cfg.rollout_workers}/{cfg.workers} (the cap by its inverse) at"
+                    f" {cfg.workers}"
                 )
             measured = measured_workers(cfg)
             if measured is not None and measured != cfg.workers:

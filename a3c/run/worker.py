@@ -146,7 +146,7 @@ def learner_settings(cfg: A3CConfig, horizon: Horizon | None = None) -> LearnerS
         epochs=cfg.epochs,
         minibatches=rollout.minibatches,
         recompute_advantages=cfg.recompute_advantages,
-        target_kl=cfg.target_kl,
+        target_kl=rollout.target_kl,
         amp=cfg.amp,
     )
 
@@ -162,23 +162,32 @@ def worker_rate(cfg: A3CConfig) -> float:
 
 
 class RolloutShape(NamedTuple):
-    """A worker's rollout: its steps per env and the minibatches it is learned in."""
+    """A worker's rollout: its steps per env, the minibatches it is learned in, and the KL
+    from the acting weights past which its epochs stop (``--target-kl``)."""
 
     steps: int
     minibatches: int
+    target_kl: float | None
 
 
 def worker_rollout(cfg: A3CConfig) -> RolloutShape:
-    """``--n-steps`` and ``--minibatches``, both scaled by ``--rollout-workers / --workers``
-    where more workers than they were chosen at learn lock-free: the updates that land
-    while a worker collects grow with the workers times its rollout, and shorter
-    rollouts keep them as they were (Hopper, 8 workers, APPO: 2,692 at 1M steps with
-    128-step rollouts in 8 minibatches, 972 with the 2-worker 512 in 32)."""
+    """``--n-steps`` and ``--minibatches`` scaled by ``--rollout-workers / --workers``, and
+    ``--target-kl`` by its inverse, where more workers than they were chosen at learn
+    lock-free. The updates that land while a worker collects grow with the workers times
+    its rollout, and shorter rollouts keep them as they were (Hopper, 8 workers, APPO:
+    2,692 at 1M steps with 128-step rollouts in 8 minibatches, 972 with the 2-worker 512
+    in 32); the KL from the acting weights grows with the other workers' steps, and at 8
+    workers the 2-worker cap stopped most epochs (Walker2d: 3,918 at 3M steps, 6,057
+    without it)."""
     chosen = cfg.rollout_workers
     if chosen is None or cfg.workers <= chosen or ALGORITHMS[cfg.algo].decoupled:
-        return RolloutShape(cfg.n_steps, cfg.minibatches)
+        return RolloutShape(cfg.n_steps, cfg.minibatches, cfg.target_kl)
     scale = chosen / cfg.workers
-    return RolloutShape(max(1, round(cfg.n_steps * scale)), max(1, round(cfg.minibatches * scale)))
+    return RolloutShape(
+        max(1, round(cfg.n_steps * scale)),
+        max(1, round(cfg.minibatches * scale)),
+        None if cfg.target_kl is None else cfg.target_kl / scale,
+    )
 
 
 def run_steps(run: SharedRun) -> int:

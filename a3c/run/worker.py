@@ -176,8 +176,8 @@ def worker_rollout(cfg: A3CConfig) -> RolloutShape:
     lock-free. The updates that land while a worker collects grow with the workers times
     its rollout, and shorter rollouts keep them as they were (Hopper, 8 workers, APPO:
     2,692 at 1M steps with 128-step rollouts in 8 minibatches, 972 with the 2-worker 512
-    in 32); the KL from the acting weights grows with the other workers' steps, and at 8
-    workers the 2-worker cap stopped most epochs (Walker2d: 3,918 at 3M steps, 6,057
+    in 32); the KL from the acting weights counts the other workers' steps, and at 8
+    workers the 2-worker cap held learning back (Walker2d: 3,918 at 3M steps, 6,057
     without it)."""
     chosen = cfg.rollout_workers
     if chosen is None or cfg.workers <= chosen or ALGORITHMS[cfg.algo].decoupled:

@@ -193,10 +193,11 @@ class A3CRun:
             rollout = worker_rollout(cfg)
             if rollout != (cfg.n_steps, cfg.minibatches, cfg.target_kl):
                 kl = "" if rollout.target_kl is None else f", KL cap {rollout.target_kl:g}"
+                chosen_kl = "none" if cfg.target_kl is None else f"{cfg.target_kl:g}"
                 self.progress.print(
                     f"rollouts of {rollout.steps} steps in {rollout.minibatches} minibatches{kl}:"
                     f" --n-steps {cfg.n_steps}, --minibatches {cfg.minibatches} and --target-kl"
-                    f" {cfg.target_kl} were chosen at {cfg.rollout_workers} workers, scaled by"
+                    f" {chosen_kl} were chosen at {cfg.rollout_workers} workers, scaled by"
                     f" {cfg.rollout_workers}/{cfg.workers} (the cap by its inverse) at"
                     f" {cfg.workers}"
                 )

@@ -1,5 +1,5 @@
-"""Each run folder under a logdir in a few lines: steps/s, the policy lag, the value fit and
-the 100-episode mean return over time (what a scaling run is read by).
+"""Each run folder under a logdir in a few lines: steps/s, updates per env step, the policy
+lag, the value fit and the 100-episode mean return over time (what a scaling run is read by).
 
     python benchmarks/run_summary.py LOGDIR
 """
@@ -23,6 +23,7 @@ FIGURES = (
     "losses/entropy",
 )
 MARKS = 12  # points of the return curve shown
+PARTS = 5  # updates per env step: one figure per fifth of the run
 
 
 def summary(run: Path) -> list[str]:
@@ -40,6 +41,14 @@ def summary(run: Path) -> list[str]:
         lines.append(
             f"steps/s, median of the second half's {len(late)} windows: "
             f"{statistics.median(late):,.0f}; last step {rate[-1].step:,}"
+        )
+    updates = {p.step: p.value for p in points("perf/updates_per_sec")}
+    if both := [(updates[p.step], p.value) for p in rate if p.step in updates]:
+        parts = [both[i * len(both) // PARTS : (i + 1) * len(both) // PARTS] for i in range(PARTS)]
+        ratios = [sum(u for u, _ in part) / sum(e for _, e in part) for part in parts if part]
+        lines.append(
+            "updates per env step, by fifths of the run (a KL cap stopping epochs lowers it): "
+            + ", ".join(f"{r:.3g}" for r in ratios)
         )
     for tag in FIGURES:
         if values := [p.value for p in points(tag)]:

@@ -1,22 +1,17 @@
 """``benchmarks/connect_four_threats.py``: its count of missed wins and open threats, on boards
 worked by hand and on a real policy's games."""
 
-import importlib.util
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from script_helpers import load_benchmark
 
 pytest.importorskip(
     "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
 )
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "connect_four_threats.py"
-spec = importlib.util.spec_from_file_location("connect_four_threats", SCRIPT)
-assert spec is not None and spec.loader is not None
-threats = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(threats)
+threats = load_benchmark("connect_four_threats")
 
 
 def board(mine: list[tuple[int, int]], theirs: list[tuple[int, int]]) -> np.ndarray:

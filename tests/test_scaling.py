@@ -1,26 +1,15 @@
 """``benchmarks/scaling.py``: it runs end to end on a small env, its model's arithmetic is
 the one its docstring states, and bad input is one line and exit code 2."""
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
 
 import pytest
 from proc_helpers import run_python
+from script_helpers import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = str(ROOT / "benchmarks" / "scaling.py")
-
-
-def _load_scaling():
-    if str(ROOT / "benchmarks") not in sys.path:  # scaling.py imports its neighbour costs.py
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("scaling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["scaling"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_cartpole_prints_a_prediction_for_every_core_count():
@@ -37,7 +26,7 @@ def test_cartpole_prints_a_prediction_for_every_core_count():
 
 
 def test_the_model_takes_the_slower_side_and_the_best_split():
-    scaling = _load_scaling()
+    scaling = load_benchmark("scaling")
     c = scaling.Costs(
         collect=100.0, env=60.0, act=30.0, learn={1: 100.0, 2: 50.0}, learn_cuda=None,
         learn_cuda_bf16=None,

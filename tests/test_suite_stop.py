@@ -6,7 +6,6 @@ the suite scores the policy an env without a threshold ends with; its runs resum
 ignored the code went on to the next seed, so a suite needed one signal per run.
 """
 
-import importlib.util
 import json
 import re
 import signal
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from proc_helpers import folder_state, wait_until
+from script_helpers import load_benchmark
 
 from a3c.use.saved import evaluate
 
@@ -86,22 +86,12 @@ def test_sigterm_stops_the_throughput_benchmark():
     assert text.count("run folder:") == 2, text
 
 
-def _load_suite():
-    if str(ROOT / "benchmarks") not in sys.path:  # suite.py imports its neighbour families.py
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location("suite", ROOT / "benchmarks" / "suite.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["suite"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_envs_without_a_threshold_report_the_final_policys_greedy_return(
     tmp_path, monkeypatch, capsys
 ):
     """The agent a run ends with, scored without exploration noise: the same figure as
     ``a3c.evaluate CHECKPOINT --episodes 10`` of the run's checkpoint."""
-    suite = _load_suite()
+    suite = load_benchmark("suite")
     monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
     row = suite.run_env("CartPole-v1", [1], suite.Budget(3.0), 1, {}, str(tmp_path)).row()
     (run,) = tmp_path.glob("*CartPole-v1_s1")
@@ -122,7 +112,7 @@ def _strict_json(text: str) -> dict:
 def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkeypatch):
     """A by-return run trains its whole budget by ``target_metric none``, not by an infinite
     target that config.json could only write as ``Infinity`` and a resume refused."""
-    suite = _load_suite()
+    suite = load_benchmark("suite")
     monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
     monkeypatch.setattr(suite, "GREEDY_EPISODES", 1)
     (ran,) = suite.run_env("CartPole-v1", [1], suite.Budget(2.0), 1, {}, str(tmp_path)).runs
@@ -142,7 +132,7 @@ def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkey
 def test_set_wins_over_the_suites_defaults(tmp_path, monkeypatch):
     """``--set`` of a setting the suite only defaults: the user's value, not a TypeError
     (eval_interval) nor a silent replacement (total_steps, a by-return env's target)."""
-    suite = _load_suite()
+    suite = load_benchmark("suite")
     monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
     monkeypatch.setattr(suite, "GREEDY_EPISODES", 1)
     extra = suite.parse_set(["eval_interval=300", "total_steps=3000", "target_return=20"])

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import pytest
-from test_suite_stop import ROOT, _load_suite
+from script_helpers import BENCHMARKS, load_benchmark
 
 from a3c.run.record import Solved
 
-suite = _load_suite()
+suite = load_benchmark("suite")
 FAMILIES, Budget = suite.FAMILIES, suite.Budget
 
 
@@ -96,7 +96,7 @@ def test_every_family_declares_its_envs_targets_and_anchors():
 
 def test_a_family_run_prints_its_table_row():
     pytest.importorskip("minatar")
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--family", "minatar"]
+    cmd = [sys.executable, str(BENCHMARKS / "suite.py"), "--family", "minatar"]
     cmd += ["--envs", "MinAtar/Breakout-v1", "--budget", "3", "--seeds", "1"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -45,7 +45,7 @@ def summary(run: Path) -> list[str]:
     updates = {p.step: p.value for p in points("perf/updates_per_sec")}
     if both := [(updates[p.step], p.value) for p in rate if p.step in updates]:
         parts = [both[i * len(both) // PARTS : (i + 1) * len(both) // PARTS] for i in range(PARTS)]
-        ratios = [sum(u for u, _ in part) / sum(e for _, e in part) for part in parts if part]
+        ratios = [sum(u for u, _ in p) / (sum(e for _, e in p) or 1) for p in parts if p]
         lines.append(
             "updates per env step, by fifths of the run (a KL cap stopping epochs lowers it): "
             + ", ".join(f"{r:.3g}" for r in ratios)

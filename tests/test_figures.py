@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import pytest
-from test_ppo import _learner
+from learner_helpers import cartpole_learner
 from torch import Tensor
 
 import a3c.run.telemetry as telemetry
@@ -63,7 +63,7 @@ def test_a_new_loss_figure_is_logged_with_nothing_but_its_field(monkeypatch):
 
 def test_a_learner_sums_each_figure_into_the_slot_of_its_name():
     cfg = A3CConfig(n_steps=8, envs_per_worker=2, normalize_reward=False)
-    learner, rollout, _ = _learner(cfg)
+    learner, rollout, _ = cartpole_learner(cfg)
     _, figures = a3c_loss(learner.model, rollout, learner.settings.update)
     learner.learn(rollout, steps=0)
     assert learner.stats["updates"] == 1

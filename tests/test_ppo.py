@@ -7,19 +7,17 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from learner_helpers import cartpole_learner, learner_of
 from policy_helpers import mlp
 from rollout_helpers import GAMMA, _hand_targets, _model, _rollout
 
 from a3c.actions import DiscreteActions
 from a3c.envs import make_vector_env
-from a3c.learning.learner import Learner
 from a3c.learning.loss import a3c_loss
-from a3c.learning.metrics import Tally
 from a3c.learning.ppo import PPOFigures, behaviour, minibatches, ppo_loss, refresh_targets
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
-from a3c.run.telemetry import STATS
 from a3c.run.worker import learner_settings
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
@@ -117,29 +115,6 @@ def test_recurrent_minibatch_unrolls_whole_sequences_from_their_stored_state():
     assert float(both.approx_kl) == pytest.approx(0.0, abs=1e-6)  # the behaviour, unrolled alike
 
 
-def _learner_of(cfg: A3CConfig, model, local, shared, optimizer) -> Learner:
-    """A learner summing into a worker's telemetry stats."""
-    return Learner(
-        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
-        rank=0, stats=Tally(STATS),
-    )  # fmt: skip
-
-
-def _learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
-    envs = make_vector_env("CartPole-v1", tmp_cfg.envs_per_worker, seed=0)
-    from a3c.learning.collect import Collector
-
-    torch.manual_seed(0)
-    model = mlp(4, 2, hidden=(8,))
-    local = flatten_parameters(model)
-    shared = local.clone()
-    optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
-    learner = _learner_of(tmp_cfg, model, local, shared, optimizer)
-    rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
-    envs.close()
-    return learner, rollout, shared
-
-
 @pytest.mark.parametrize("separate", [False, True])
 def test_refreshed_targets_follow_the_moved_value_and_keep_the_behaviour(separate):
     model, r = _model(separate), _rollout()
@@ -169,7 +144,7 @@ def test_a_learner_recomputes_targets_between_epochs_only_when_asked(recompute, 
         algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
         normalize_reward=False, recompute_advantages=recompute,
     )  # fmt: skip
-    learner, rollout, shared = _learner(cfg)
+    learner, rollout, shared = cartpole_learner(cfg)
     learner.learn(rollout, steps=0)
     assert learner.stats["updates"] == 3 * 4
     assert len(calls) == (2 if recompute else 0)
@@ -181,7 +156,7 @@ def test_target_kl_stops_a_workers_epochs(target_kl, steps):
         algo="appo", n_steps=16, envs_per_worker=4, epochs=3, minibatches=4, lr=1e-2,
         target_kl=target_kl, normalize_reward=False,
     )  # fmt: skip
-    learner, rollout, shared = _learner(cfg)
+    learner, rollout, shared = cartpole_learner(cfg)
     before = shared.clone()
     learner.learn(rollout, steps=0)
     assert learner.stats["updates"] == steps
@@ -207,7 +182,7 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
     local = flatten_parameters(model)
     shared = local.clone()
     optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
-    learner = _learner_of(cfg, model, local, shared, optimizer)
+    learner = learner_of(cfg, model, local, shared, optimizer)
     collector = Collector(envs, model, 1, seed=0)
     start, grads, value_losses = shared.clone(), [], []
     for i in range(3):
@@ -315,7 +290,7 @@ def test_max_nonfinite_counts_rollouts_for_both_algorithms(algo):
         algo=algo, n_steps=16, envs_per_worker=4, epochs=4, minibatches=4, lr=1e-3,
         normalize_reward=False, max_nonfinite=limit,
     )  # fmt: skip
-    learner, good, shared = _learner(cfg)
+    learner, good, shared = cartpole_learner(cfg)
     all_nan = dataclasses.replace(good, obs=torch.full_like(good.obs, float("nan")))
     one_nan = dataclasses.replace(good, obs=good.obs.clone())
     one_nan.obs[0, 0] = float("nan")  # one sample of 64: one minibatch of APPO's four

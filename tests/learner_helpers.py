@@ -1,0 +1,38 @@
+"""A Learner as a worker builds one, for the PPO and figure tests that drive its update."""
+
+from __future__ import annotations
+
+import torch
+from policy_helpers import mlp
+
+from a3c.envs import make_vector_env
+from a3c.learning.collect import Collector
+from a3c.learning.learner import Learner
+from a3c.learning.metrics import Tally
+from a3c.run.config import A3CConfig
+from a3c.run.telemetry import STATS
+from a3c.run.worker import learner_settings
+from hogwild.flat import flatten_parameters
+from hogwild.optim import OPTIMIZERS
+
+
+def learner_of(cfg: A3CConfig, model, local, shared, optimizer) -> Learner:
+    """A learner summing into a worker's telemetry stats."""
+    return Learner(
+        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
+        rank=0, stats=Tally(STATS),
+    )  # fmt: skip
+
+
+def cartpole_learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
+    """A learner of a tiny MLP, one CartPole rollout to feed it, and the shared weights."""
+    envs = make_vector_env("CartPole-v1", tmp_cfg.envs_per_worker, seed=0)
+    torch.manual_seed(0)
+    model = mlp(4, 2, hidden=(8,))
+    local = flatten_parameters(model)
+    shared = local.clone()
+    optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
+    learner = learner_of(tmp_cfg, model, local, shared, optimizer)
+    rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
+    envs.close()
+    return learner, rollout, shared

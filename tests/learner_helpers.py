@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from gymnasium.vector import VectorEnv
 from policy_helpers import mlp
 
 from a3c.envs import make_vector_env
@@ -24,15 +25,20 @@ def learner_of(cfg: A3CConfig, model, local, shared, optimizer) -> Learner:
     )  # fmt: skip
 
 
-def cartpole_learner(tmp_cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
-    """A learner of a tiny MLP, one CartPole rollout to feed it, and the shared weights."""
-    envs = make_vector_env("CartPole-v1", tmp_cfg.envs_per_worker, seed=0)
+def cartpole_setup(cfg: A3CConfig, optimizer: str = "adam") -> tuple[Learner, VectorEnv]:
+    """A learner of a tiny seeded MLP with its own shared weights, and CartPole envs for it."""
+    envs = make_vector_env("CartPole-v1", cfg.envs_per_worker, seed=0)
     torch.manual_seed(0)
     model = mlp(4, 2, hidden=(8,))
     local = flatten_parameters(model)
     shared = local.clone()
-    optimizer = OPTIMIZERS["adam"](shared, lr=tmp_cfg.lr, num_workers=1)
-    learner = learner_of(tmp_cfg, model, local, shared, optimizer)
-    rollout = Collector(envs, model, tmp_cfg.n_steps, seed=0).collect()
+    step = OPTIMIZERS[optimizer](shared, lr=cfg.lr, num_workers=1)
+    return learner_of(cfg, model, local, shared, step), envs
+
+
+def cartpole_learner(cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:
+    """A learner, one CartPole rollout to feed it, and the shared weights it steps."""
+    learner, envs = cartpole_setup(cfg)
+    rollout = Collector(envs, learner.model, cfg.n_steps, seed=0).collect()
     envs.close()
-    return learner, rollout, shared
+    return learner, rollout, learner.shared

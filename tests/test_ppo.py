@@ -7,7 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from learner_helpers import cartpole_learner, learner_of
+from learner_helpers import cartpole_learner, cartpole_setup
 from policy_helpers import mlp
 from rollout_helpers import GAMMA, _hand_targets, _model, _rollout
 
@@ -21,8 +21,6 @@ from a3c.run.config import A3CConfig
 from a3c.run.worker import learner_settings
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
-from hogwild.flat import flatten_parameters
-from hogwild.optim import OPTIMIZERS
 
 
 def _grads(model, loss) -> torch.Tensor:
@@ -176,13 +174,8 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
         normalize_reward=False,
     )  # fmt: skip
     assert MIN_BATCH == 5
-    envs = make_vector_env("CartPole-v1", 2, seed=0)
-    torch.manual_seed(0)
-    model = mlp(4, 2, hidden=(8,))
-    local = flatten_parameters(model)
-    shared = local.clone()
-    optimizer = OPTIMIZERS["sgd"](shared, lr=cfg.lr, num_workers=1)
-    learner = learner_of(cfg, model, local, shared, optimizer)
+    learner, envs = cartpole_setup(cfg, "sgd")
+    model, shared = learner.model, learner.shared
     collector = Collector(envs, model, 1, seed=0)
     start, grads, value_losses = shared.clone(), [], []
     for i in range(3):

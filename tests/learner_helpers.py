@@ -11,29 +11,25 @@ from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner
 from a3c.learning.metrics import Tally
 from a3c.run.config import A3CConfig
+from a3c.run.shared_model import make_optimizer
 from a3c.run.telemetry import STATS
 from a3c.run.worker import learner_settings
 from hogwild.flat import flatten_parameters
-from hogwild.optim import OPTIMIZERS
 
 
-def learner_of(cfg: A3CConfig, model, local, shared, optimizer) -> Learner:
-    """A learner summing into a worker's telemetry stats."""
-    return Learner(
-        learner_settings(cfg), model=model, local=local, shared=shared, optimizer=optimizer,
-        rank=0, stats=Tally(STATS),
-    )  # fmt: skip
-
-
-def cartpole_setup(cfg: A3CConfig, optimizer: str = "adam") -> tuple[Learner, VectorEnv]:
-    """A learner of a tiny seeded MLP with its own shared weights, and CartPole envs for it."""
+def cartpole_setup(cfg: A3CConfig) -> tuple[Learner, VectorEnv]:
+    """A learner of a tiny seeded MLP, stepped by the config's own optimizer (as a run's
+    workers are, through ``make_optimizer``), and CartPole envs for it."""
     envs = make_vector_env("CartPole-v1", cfg.envs_per_worker, seed=0)
     torch.manual_seed(0)
     model = mlp(4, 2, hidden=(8,))
     local = flatten_parameters(model)
     shared = local.clone()
-    step = OPTIMIZERS[optimizer](shared, lr=cfg.lr, num_workers=1)
-    return learner_of(cfg, model, local, shared, step), envs
+    learner = Learner(
+        learner_settings(cfg), model=model, local=local, shared=shared,
+        optimizer=make_optimizer(cfg, shared), rank=0, stats=Tally(STATS),
+    )  # fmt: skip
+    return learner, envs
 
 
 def cartpole_learner(cfg: A3CConfig) -> tuple[Learner, object, torch.Tensor]:

@@ -174,7 +174,7 @@ def test_a3c_steps_rollouts_smaller_than_min_batch_on_their_mean_gradient():
         normalize_reward=False,
     )  # fmt: skip
     assert MIN_BATCH == 5
-    learner, envs = cartpole_setup(cfg, "sgd")
+    learner, envs = cartpole_setup(cfg)
     model, shared = learner.model, learner.shared
     collector = Collector(envs, model, 1, seed=0)
     start, grads, value_losses = shared.clone(), [], []

@@ -234,7 +234,29 @@ class SharedSGD(SharedOptimizer):
         self.params.add_(grad, alpha=-lr)
 
 
+class SharedAdagrad(SharedOptimizer):
+    """Adagrad as ``torch.optim.Adagrad`` (no decay of the rate), its squared sums shared."""
+
+    state_names = ("sum",)
+
+    def __init__(
+        self, params: torch.Tensor, lr: float = 0.01, eps: float = 1e-10, num_workers: int = 1
+    ) -> None:
+        super().__init__(params, lr, num_workers)
+        self.eps = eps
+
+    def hyperparameters(self) -> dict[str, float]:
+        return {"lr": self.lr, "eps": self.eps}
+
+    def _update(self, grad: torch.Tensor, lr: float, scratch: torch.Tensor) -> None:
+        total = self.state["sum"]
+        total.addcmul_(grad, grad)
+        torch.sqrt(total, out=scratch).add_(self.eps)
+        self.params.addcdiv_(grad, scratch, value=-lr)
+
+
 OPTIMIZERS: dict[str, type[SharedOptimizer]] = {
+    "adagrad": SharedAdagrad,
     "adam": SharedAdam,
     "rmsprop": SharedRMSprop,
     "rmsprop_tf": SharedRMSpropTF,

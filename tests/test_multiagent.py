@@ -460,6 +460,7 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         (["--env", "agent_envs:leavers", "--algo", "ppo", "--workers", "2"], "--algo ppo"),
         (["--env", "CartPole-v1", "--agent-groups", "prefix"], "--agent-groups is for"),
         (["--env", "CartPole-v1", "--snapshot-games", "0.2"], "--snapshot-games is for"),
+        (["--env", SPREAD, "--env-kwargs", "N=0"], "bad arguments for env factory"),  # ValueError
         (
             [
                 "--env",

@@ -317,7 +317,7 @@ def _from_factory(ref: str, kwargs: dict[str, Any]) -> gym.Env:
     limit = kwargs.pop("max_episode_steps", None)
     try:
         env = resolve(ref, "env factory")(**kwargs)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:  # as gymnasium.make's creator errors: bad keywords
         raise UsageError(f"bad arguments for env factory {ref!r}: {_one_line(e)}") from e
     if is_multiagent(env):
         return env  # AgentRows applies max_episode_steps

@@ -37,6 +37,8 @@ class Snapshots:
         self.pool: list[ActorCritic] = []
         self.rng = np.random.default_rng(seed)
         self.played_by = np.full(rows, -1)
+        # a recurrent pool's state per row, zeroed when a game starts
+        self.memory = model.initial_state(rows) if model.recurrent else None
         self._rollouts = self.taken = 0
 
     def keep(self) -> None:
@@ -58,6 +60,8 @@ class Snapshots:
         for g in games:
             rows = slice(g * self.agents, (g + 1) * self.agents)
             self.played_by[rows] = -1
+            if self.memory is not None:
+                self.memory[0][rows], self.memory[1][rows] = 0.0, 0.0
             if self.pool and self.rng.random() < self.share:
                 seat = self.rng.integers(self.agents)
                 self.played_by[g * self.agents + seat] = self.rng.integers(len(self.pool))
@@ -67,5 +71,11 @@ class Snapshots:
         theirs = self.played_by >= 0
         for k in np.unique(self.played_by[theirs]):
             rows = torch.from_numpy(np.flatnonzero(self.played_by == k))
-            actions[rows] = self.pool[k].act(obs[rows])
+            if self.memory is None:
+                actions[rows] = self.pool[k].act(obs[rows])
+                continue
+            h, c = self.memory
+            actions[rows], (h[rows], c[rows]) = self.pool[k].act_recurrent(
+                obs[rows], (h[rows], c[rows])
+            )
         return theirs

@@ -461,6 +461,7 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         (["--env", "CartPole-v1", "--agent-groups", "prefix"], "--agent-groups is for"),
         (["--env", "CartPole-v1", "--snapshot-games", "0.2"], "--snapshot-games is for"),
         (["--env", SPREAD, "--env-kwargs", "N=0"], "bad arguments for env factory"),  # ValueError
+        (["--env", CONNECT_FOUR, "--center-frames"], "connect_four_v3:env's are a board"),
         (
             [
                 "--env",

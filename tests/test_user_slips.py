@@ -99,3 +99,53 @@ def test_a_damaged_history_in_a_checkpoint_is_one_line(tmp_path, capsys):
     assert train_main(["--resume", str(bad), "--logdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert "bad run history or random state" in err and len(err.splitlines()) == 1, err
+
+
+# -------------------------------------------- settings that cannot apply (issue 69, item 8)
+
+CENTRED_CARTPOLE = """
+["CartPole-v1"]
+center_frames = true
+learner_threads = 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (
+            ["--center-frames"],
+            "--center-frames is for image observations; CartPole-v1's are vectors",
+        ),
+        (["--algo", "appo", "--max-policy-lag", "3"], "--max-policy-lag is for --algo ppo's"),
+        (["--algo", "appo", "--learner-threads", "3"], "--learner-threads is for --algo ppo's"),
+        (["--algo", "a3c", "--learner-device", "cpu"], "--algo a3c has none"),
+    ],
+)
+def test_a_flag_the_run_would_ignore_is_one_line(tmp_path, capsys, argv, words):
+    base = ["--env", "CartPole-v1", "--workers", "2", "--total-steps", "100"]
+    assert train_main([*base, *argv, "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert words in err and len(err.splitlines()) == 1, err
+    assert not any(tmp_path.iterdir()), "nothing started"
+
+
+def test_only_what_the_user_set_is_refused_not_the_presets_own(tmp_path, monkeypatch):
+    """A preset's centred frames or learner threads stand aside where they cannot apply
+    (Atari's on a RAM id); a config file's are the user's, and a default's value is no
+    request at all (config.json of an APPO run says learner_threads = 1)."""
+    from a3c.run import presets
+
+    real = presets.load_presets
+    monkeypatch.setattr(presets, "load_presets", lambda text=None: real(CENTRED_CARTPOLE))
+    cfg = config_for("CartPole-v1", algo="appo", workers=2)
+    assert cfg.center_frames and cfg.learner_threads == 4  # set, and ignored by this run
+    path = tmp_path / "mine.toml"
+    path.write_text("center_frames = true\n")
+    with pytest.raises(UsageError, match="--center-frames is for image observations"):
+        config_for("CartPole-v1", config_file=path)
+    path.write_text("learner_threads = 1\nmax_policy_lag = 1000\ncenter_frames = false\n")
+    assert config_for("CartPole-v1", preset=None, config_file=path, algo="appo", workers=2)
+    with pytest.raises(UsageError, match="--learner-threads"):
+        config_for("CartPole-v1", preset=None, algo="appo", workers=2, learner_threads=2)
+    assert config_for("CartPole-v1", algo="ppo", workers=2, max_policy_lag=3).max_policy_lag == 3

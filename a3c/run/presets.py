@@ -7,6 +7,7 @@ through the same declaration as a flag, so an unknown key or a wrong type is one
 
 from __future__ import annotations
 
+import dataclasses
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
-from a3c.run.config import A3CConfig
+from a3c.run.config import DECOUPLED, A3CConfig
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping
 from hogwild.errors import UsageError
@@ -32,6 +33,10 @@ __all__ = [
 
 AUTO = "auto"
 FALLBACK = "default"
+#: Settings of a decoupled algorithm's learner (--algo ppo), which the others have not.
+DECOUPLED_ONLY = tuple(
+    f.name for f in dataclasses.fields(A3CConfig) if f.metadata["rule"].group == DECOUPLED
+)
 
 
 def load_presets(text: str | None = None) -> dict[str, dict[str, Any]]:
@@ -159,7 +164,33 @@ def config_for(
         # The LSTM core sits on one shared trunk: a preset's separate nets (CartPole's)
         # give way to a policy the user asked for, rather than refuse it.
         settings.pop("separate_networks", None)
-    return A3CConfig(**settings)
+    cfg = A3CConfig(**settings)
+    refuse_unused(cfg, asked)
+    return cfg
+
+
+def refuse_unused(cfg: A3CConfig, asked: dict[str, Any]) -> None:
+    """Refuses what the user set (a flag, a config file, a keyword) that ``cfg``'s run
+    would ignore, as ``--snapshot-games`` off a game is: a run that quietly goes without
+    it misleads. A preset's own values are not the user's, so they stand aside (Atari's
+    centred frames on a RAM id)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(A3CConfig)}
+    algo = ALGORITHMS[cfg.algo]
+    if not algo.decoupled:
+        takers = " or ".join(f"--algo {a.name}" for a in ALGORITHMS.values() if a.decoupled)
+        for name in DECOUPLED_ONLY:
+            if name in asked and asked[name] != defaults[name]:
+                raise UsageError(
+                    f"--{name.replace('_', '-')} is for {takers}'s learner; "
+                    f"--algo {cfg.algo} has none"
+                )
+    if asked.get("center_frames"):
+        from a3c.envs.make import env_spaces  # makes the env: only when asked
+
+        spaces = env_spaces(cfg.env, **cfg.env_options())
+        if len(spaces.obs_shape) != 3:
+            kind = "a board" if spaces.grid else "vectors"
+            raise UsageError(f"--center-frames is for image observations; {cfg.env}'s are {kind}")
 
 
 def saved_config(checkpoint: str | Path) -> dict[str, Any]:

@@ -31,6 +31,7 @@ __all__ = [
     "overrides_from_mapping",
     "redefault",
     "setting",
+    "settings_from_file",
 ]
 
 
@@ -221,6 +222,18 @@ def overrides_from_mapping(cls: type, mapping: Mapping[str, Any], source: str) -
         kind, optional = kinds[key]
         out[key] = _coerce(kind, optional, value, f"{source}: {key}")
     return out
+
+
+def settings_from_file(cls: type, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings of a TOML file (keys as in ``config.json``), checked as a preset's."""
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read config file {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"config file {path} is not valid TOML: {e}") from None
+    return overrides_from_mapping(cls, table, f"config file {path}")
 
 
 def _coerce(kind: type, optional: bool, value: Any, where: str) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from torch import nn
@@ -28,11 +29,11 @@ BUFFER_POLICIES = ("shared", "average")
 def sparse_parameters(module: nn.Module) -> set[nn.Parameter]:
     """The weights whose gradients are sparse: those of ``Embedding``/``EmbeddingBag``
     built with ``sparse=True``."""
-    return {
-        m.weight
-        for m in module.modules()
-        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse and m.weight.requires_grad
-    }
+    found: set[nn.Parameter] = set()
+    for m in module.modules():
+        if isinstance(m, (nn.Embedding, nn.EmbeddingBag)) and m.sparse and m.weight.requires_grad:
+            found.add(cast(nn.Parameter, m.weight))
+    return found
 
 
 @dataclass

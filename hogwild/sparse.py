@@ -66,7 +66,9 @@ class RowOptimizer:
         for name, t in self.state.items():
             src = sd["state"][name]
             if src.shape != t.shape:
-                raise ValueError(f"row state '{name}' has shape {tuple(src.shape)}, not {tuple(t.shape)}")
+                raise ValueError(
+                    f"row state '{name}' has shape {tuple(src.shape)}, not {tuple(t.shape)}"
+                )
             t.copy_(src)
         self.steps.copy_(sd["steps"])
 

@@ -1,0 +1,182 @@
+"""The settings of a supervised run: every field declared once (flags, files, checks).
+
+``python -m hogwild.train --help`` lists them; ``fit(...)`` takes each as a keyword; a
+TOML file given with ``--config`` may set any of them by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hogwild.config import ENGINE, EVAL, EngineConfig, check, redefault, setting
+from hogwild.sharing import BUFFER_POLICIES
+
+PROG = "hogwild.train"
+TASK = "model, data and objective"
+TRAIN = "training"
+
+LOSSES = ("cross_entropy", "nll", "mse", "l1", "bce")
+OPTIMIZER_NAMES = ("sgd", "adam", "adagrad", "rmsprop")
+STRATEGIES = ("hogwild", "ddp")
+
+
+@dataclass
+class FitConfig(EngineConfig):
+    """Every setting of a supervised run; written to ``config.json`` and checkpoints."""
+
+    workers: int = redefault(EngineConfig, "workers", 2)
+    eval_interval: float = redefault(EngineConfig, "eval_interval", 0.0, flag=False)
+    eval_device: str = redefault(EngineConfig, "eval_device", "auto", flag=False)
+
+    model: str | None = setting(
+        None,
+        "module:function that returns your nn.Module (e.g. mypkg.models:make_model)",
+        group=TASK,
+        metavar="MODULE:FN",
+    )
+    data: str | None = setting(
+        None,
+        "module:function that returns (train, val) map-style Datasets (val may be None)",
+        group=TASK,
+        metavar="MODULE:FN",
+    )
+    loss: str = setting(
+        "cross_entropy",
+        "loss(output, target) for (input, target) items: "
+        + ", ".join(LOSSES)
+        + " (torch.nn.functional's; bce takes logits), or module:function",
+        group=TASK,
+        metavar="NAME|MODULE:FN",
+    )
+    step: str | None = setting(
+        None,
+        "module:function(model, batch) returning the scalar loss, instead of --loss: for "
+        "batches that are not (input, target), such as several inputs or dicts",
+        group=TASK,
+        metavar="MODULE:FN",
+    )
+    metrics: tuple[str, ...] = setting(
+        (),
+        "a validation metric: accuracy, or module:function(output, target) returning a "
+        "number (repeatable); the loss is always scored",
+        group=TASK,
+        aliases=("--metric",),
+        metavar="NAME|MODULE:FN",
+    )
+    monitor: str | None = setting(
+        None,
+        "the validation metric that picks best.pt and that --target and --early-stop "
+        "watch (none: the first --metric, else loss)",
+        group=TRAIN,
+        metavar="NAME",
+    )
+    monitor_mode: str = setting(
+        "auto",
+        "whether lower or higher --monitor scores are better (auto: lower for loss)",
+        group=TRAIN,
+        choices=("auto", "min", "max"),
+    )
+    target: float | None = setting(
+        None,
+        "stop after the first epoch whose --monitor score reaches X (or falls to X where "
+        "lower is better)",
+        group=TRAIN,
+    )
+    early_stop: int | None = setting(
+        None,
+        "stop after N epochs without a better --monitor metric",
+        group=TRAIN,
+        min=1,
+        metavar="N",
+    )
+    epochs: int = setting(
+        5, "total epochs, counting those of a resumed checkpoint", group=TRAIN, min=1
+    )
+    batch_size: int = setting(
+        64, "samples per micro-batch (a step takes --grad-accum of them)", group=TRAIN, min=1
+    )
+    grad_accum: int = setting(
+        1,
+        "micro-batches per optimizer step, each one's loss divided by N (in ddp, one "
+        "all-reduce per step); --lr is not scaled with it",
+        group=TRAIN,
+        min=1,
+        metavar="N",
+    )
+    amp: str = setting(
+        "off",
+        "the forward pass and loss under autocast: bf16, or fp16 with a GradScaler (ddp "
+        "with a GPU per rank only); parameters, optimizer state and steps stay fp32",
+        group=TRAIN,
+        choices=("off", "bf16", "fp16"),
+    )
+    val_batch_size: int = setting(
+        1000, "batch size when scoring the validation set", group=TRAIN, min=1
+    )
+    optimizer: str = setting(
+        "sgd",
+        "dense parameters: sgd (with --momentum), adam, adagrad or rmsprop, its state shared "
+        "(one per worker); sparse embedding rows: plain SGD, Adagrad or SparseAdam's lazy "
+        "Adam, one state for all workers (rmsprop has no row update)",
+        group=TRAIN,
+        choices=OPTIMIZER_NAMES,
+    )
+    lr: float = setting(0.01, "learning rate", group=TRAIN, above=0)
+    momentum: float = setting(
+        0.0, "SGD momentum (dense parameters)", group=TRAIN, min=0, max=1, metavar="M"
+    )
+    weight_decay: float = setting(
+        0.0, "L2 penalty (dense parameters)", group=TRAIN, min=0, metavar="X"
+    )
+    lr_decay: float = setting(
+        1.0,
+        "multiply the learning rate by GAMMA after each epoch; 1 keeps it constant",
+        group=TRAIN,
+        above=0,
+        max=1,
+        metavar="GAMMA",
+    )
+    strategy: str = setting(
+        "hogwild",
+        "hogwild: --workers processes update one shared model lock-free; ddp: synchronous "
+        "DistributedDataParallel ranks (gloo on CPU, NCCL with a GPU per rank), the baseline",
+        group=ENGINE,
+        choices=STRATEGIES,
+    )
+    buffers: str = setting(
+        "shared",
+        "hogwild: BatchNorm's running statistics shared and updated in place by every "
+        "worker, or each worker's own, averaged at the epoch's end",
+        group=ENGINE,
+        choices=BUFFER_POLICIES,
+    )
+    loader_workers: int = setting(
+        0,
+        "DataLoader processes inside each worker (0: the worker reads its own batches)",
+        group=ENGINE,
+        min=0,
+        metavar="N",
+    )
+    max_batches_per_epoch: int | None = setting(
+        None,
+        "stop each worker's epoch after N micro-batches (for quick tests)",
+        group=TRAIN,
+        min=1,
+    )
+    checkpoint: str | None = setting(
+        None,
+        "checkpoint file, rewritten each epoch (none: <run folder>/checkpoint.pt)",
+        group=EVAL,
+        metavar="PATH",
+    )
+    log_interval: int = setting(
+        10, "optimizer steps between a worker's telemetry messages", group=EVAL, min=1, metavar="N"
+    )
+
+    def __post_init__(self) -> None:
+        check(self)
+
+
+def epoch_lr(cfg: FitConfig, epoch: int) -> float:
+    """Step decay per epoch (``StepLR(step_size=1, gamma=lr_decay)``); epochs count from 0."""
+    return cfg.lr * cfg.lr_decay**epoch

@@ -1,0 +1,344 @@
+"""One ``--strategy ddp`` rank, in its own spawned process: synchronous steps, rank 0
+scores, logs and checkpoints (:mod:`hogwild.supervised.ddp`)."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import io
+import itertools
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import Dataset, DistributedSampler
+
+from hogwild.checkpoint import save_checkpoint_or_warn
+from hogwild.precision import Precision
+from hogwild.procs import SharedFlag, die_with_parent
+from hogwild.run import CHECKPOINT
+from hogwild.rundir import RunDir
+from hogwild.supervised.callbacks import Callback
+from hogwild.supervised.checkpoints import BEST, checkpoint
+from hogwild.supervised.config import FitConfig, epoch_lr
+from hogwild.supervised.data import batches
+from hogwild.supervised.epochs import EpochBook
+from hogwild.supervised.optimizers import torch_optimizers
+from hogwild.supervised.report import App, FitResult, evaluate, progress_line
+from hogwild.supervised.steps import StepStats, backward_micro_batches, group_steps, to_device
+from hogwild.supervised.task import Objective, Task
+
+
+def use_cuda(world: int) -> bool:
+    """NCCL and one GPU per rank when there are enough GPUs; otherwise gloo on the CPU."""
+    return torch.cuda.is_available() and torch.cuda.device_count() >= world
+
+
+def ddp_step(
+    model: DistributedDataParallel,
+    objective: Objective,
+    optimizers: list[torch.optim.Optimizer],
+    micro: list[Any],
+    precision: Precision,
+    device: torch.device,
+) -> StepStats:
+    """One synchronous step: all but the last micro-batch under ``no_sync``, so the ranks
+    all-reduce their gradients once per step, however many micro-batches it has."""
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
+    micro = [to_device(b, device) for b in micro]
+    stats = backward_micro_batches(model, objective, micro, precision, model.no_sync, device)
+    if precision.scaler is None:
+        for opt in optimizers:
+            opt.step()
+    else:
+        for opt in optimizers:
+            precision.scaler.step(opt)
+        precision.scaler.update()
+    return stats
+
+
+def rank_main(
+    rank: int,
+    cfg: FitConfig,
+    task: Task,
+    app: App,
+    callbacks: list[Callback],
+    port: int,
+    state: dict[str, Any] | None,
+    stop: SharedFlag,
+    messages: Any,
+    parent_pid: int,
+) -> None:
+    """One rank, in its own spawned process."""
+    die_with_parent(parent_pid)  # SIGKILL, not spawn's SIGINT (ignored below), if it dies
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent: it sets `stop`
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    torch.set_num_threads(cfg.threads_per_worker)
+    if use_cuda(cfg.workers):
+        device = torch.device("cuda", rank)
+        torch.cuda.set_device(device)
+        backend = "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=cfg.workers,
+        timeout=datetime.timedelta(seconds=cfg.dist_timeout),
+    )
+    try:
+        _Rank(rank, cfg, task, app, callbacks, state, stop, messages, device, backend).run()
+        # Leave together: no rank closes its connections while rank 0 still scores or
+        # writes its checkpoint (a failure skips this: the exception goes to the parent).
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+    # DDP keeps the gloo group's C++ threads alive past destroy_process_group; an
+    # interpreter tearing down around them can abort (SIGABRT). All is saved and sent.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+#: The slots of each rank's training window, summed over the ranks every --log-interval
+#: steps: the summed train loss, the samples trained and the ranks asking to stop.
+LOSS_SUM, SEEN, STOP_VOTES = WINDOW_SLOTS = range(3)
+
+
+class _Rank:
+    def __init__(
+        self,
+        rank: int,
+        cfg: FitConfig,
+        task: Task,
+        app: App,
+        callbacks: list[Callback],
+        state: dict[str, Any] | None,
+        stop: SharedFlag,
+        messages: Any,
+        device: torch.device,
+        backend: str,
+    ) -> None:
+        self.rank, self.cfg, self.task, self.app, self.stop = rank, cfg, task, app, stop
+        self.messages, self.device, self.backend = messages, device, backend
+        self.is_main = rank == 0
+        torch.manual_seed(cfg.seed)
+        model = task.model.to(device)
+        if state is not None:
+            model.load_state_dict(state["model"])
+        # DDP broadcasts rank 0's weights at construction, so all ranks start alike.
+        self.model = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None
+        )
+        self.optimizers = torch_optimizers(cfg, model)
+        self.precision = Precision(cfg.amp, device.type)
+        if state is not None:
+            for opt, sd in zip(self.optimizers, state["optimizers"], strict=True):
+                opt.load_state_dict(sd)
+            if state.get("scaler") and self.precision.scaler is not None:
+                self.precision.scaler.load_state_dict(state["scaler"])
+        n = len(task.train)  # type: ignore[arg-type]
+        self.sampler: DistributedSampler[int] = DistributedSampler(
+            cast("Dataset[int]", range(n)),  # only its len() is read
+            num_replicas=cfg.workers,
+            rank=rank,
+            shuffle=True,
+            seed=cfg.seed,
+        )
+        self.book = EpochBook(cfg, task, app, callbacks)
+        self.start_epoch = state["epoch"] if state else 0
+        self.samples = state["samples"] if state else 0
+        self.elapsed0 = state["elapsed"] if state else 0.0
+        if state is not None:
+            self.book.load(state)
+        self._t0 = self._last_progress = 0.0
+        self.rundir: RunDir | None = None
+        self.best_path: Path | None = None
+        if self.is_main:
+            run_dir = state["run_dir"] if state else None
+            self.rundir = RunDir(cfg.logdir, f"{app.name}-ddp", cfg, cfg.run_name, run_dir)
+            self.checkpoint_path = Path(cfg.checkpoint or self.rundir.path / CHECKPOINT)
+
+    def _print(self, text: str) -> None:
+        if self.is_main:
+            self.messages.put(("print", text))
+
+    def run(self) -> None:
+        cfg, n = self.cfg, len(self.task.train)  # type: ignore[arg-type]
+        params = sum(p.numel() for p in self.model.parameters())
+        self._print(
+            f"training {type(self.model.module).__name__} ({params:,} parameters) with "
+            f"{cfg.workers} DDP rank(s) ({self.backend}), {cfg.optimizer}, on {n:,} samples; "
+            f"run folder {self.rundir.path if self.rundir else '-'}"
+        )
+        self._t0 = time.monotonic() - self.elapsed0
+        epoch, saved, stopped = self.start_epoch, True, False
+        try:
+            while epoch < cfg.epochs:
+                saved = False
+                completed, train_time, epoch_samples, loss_sum = self._train_epoch(epoch)
+                if not completed:
+                    stopped = True
+                    break
+                epoch += 1
+                reason = None
+                if self.is_main:
+                    reason = self._end_epoch(epoch, train_time, epoch_samples, loss_sum)
+                saved = True
+                if epoch < cfg.epochs and self._agree_to_stop(reason):
+                    stopped = self.stop.is_set()
+                    break
+        except (RuntimeError, dist.DistBackendError):
+            # A peer died or timed out: the weights are those of the last step all ranks
+            # completed, so rank 0 still leaves a checkpoint to resume from.
+            if self.is_main and not saved:
+                with contextlib.suppress(Exception):
+                    self._save(epoch)
+            raise
+        finally:
+            if self.rundir is not None:
+                self.rundir.close(self.book.summary())
+        if not self.is_main:
+            return
+        if not saved:
+            self._save(epoch)  # stopped mid-epoch: as in hogwild, a resume redoes it
+        self._print(f"checkpoint: {self.checkpoint_path}")
+        for line in self.book.closing_lines():
+            self._print(line)
+        # As bytes: a tensor would be sent as a shared-memory handle, which dies with us.
+        weights = io.BytesIO()
+        torch.save(
+            {k: v.detach().cpu() for k, v in self.model.module.state_dict().items()}, weights
+        )
+        self.messages.put(("weights", weights.getvalue()))
+        result = FitResult(
+            exit_code=143 if stopped else 0,  # the parent puts its own signal's code
+            run_dir=self.rundir.path if self.rundir else None,
+            checkpoint=self.checkpoint_path,
+            epochs_done=epoch,
+            samples=self.samples,
+            metrics=dict(self.book.metrics),
+            history=list(self.book.history),
+            best=self.book.monitor.state(),
+            best_checkpoint=self.best_path,
+            elapsed=time.monotonic() - self._t0,
+            milestones=dict(self.book.milestones),
+        )
+        self.messages.put(("result", result))
+
+    def _train_epoch(self, epoch: int) -> tuple[bool, float, int, float]:
+        """One epoch of synchronous steps; False if the ranks agreed to stop before its end."""
+        cfg, device = self.cfg, self.device
+        for opt in self.optimizers:
+            for param_group in opt.param_groups:
+                param_group["lr"] = epoch_lr(cfg, epoch)
+        self.sampler.set_epoch(epoch)
+        order = torch.tensor(list(self.sampler), dtype=torch.int64)
+        read = batches(self.task.train, order, cfg.batch_size, cfg.loader_workers)
+        micro = list(itertools.islice(read, cfg.max_batches_per_epoch))
+        steps = group_steps(micro, cfg.grad_accum)
+        window = torch.zeros(len(WINDOW_SLOTS), dtype=torch.float64, device=device)
+        epoch_samples, epoch_loss = 0, 0.0
+        self.model.train()
+        start = time.monotonic()
+        for i, group in enumerate(steps, 1):
+            stats = ddp_step(
+                self.model, self.task.objective, self.optimizers, group, self.precision, device
+            )
+            window[LOSS_SUM] += stats.loss_sum
+            window[SEEN] += stats.samples
+            if i % cfg.log_interval == 0 or i == len(steps):
+                window[STOP_VOTES] = float(self.stop.is_set())
+                dist.all_reduce(window)
+                loss_sum, n, stop = window.tolist()  # in slot order
+                window.zero_()
+                self.samples += int(n)
+                epoch_samples += int(n)
+                epoch_loss += loss_sum
+                if self.rundir is not None:
+                    self.rundir.scalars({"train/loss": loss_sum / max(n, 1)}, self.samples)
+                    self._progress(epoch, epoch_samples, loss_sum / max(n, 1), start)
+                if stop > 0:
+                    return False, time.monotonic() - start, epoch_samples, epoch_loss
+        return True, time.monotonic() - start, epoch_samples, epoch_loss
+
+    def _progress(self, epoch: int, samples: int, loss: float, start: float) -> None:
+        now = time.monotonic()
+        if now - self._last_progress < 0.5:
+            return
+        self._last_progress = now
+        rate = samples / max(now - start, 1e-9)
+        self.messages.put(("progress", progress_line(epoch, self.cfg.epochs, samples, loss, rate)))
+
+    def _agree_to_stop(self, reason: str | None) -> bool:
+        """Between epochs: rank 0's verdict (a target or callback, or a stop request)."""
+        verdict = torch.tensor(
+            [2.0 if reason else 1.0 if self.stop.is_set() else 0.0], device=self.device
+        )
+        dist.broadcast(verdict, src=0)
+        if reason:
+            self._print(reason)
+        return verdict.item() > 0
+
+    def _end_epoch(
+        self, epoch: int, train_time: float, epoch_samples: int, loss_sum: float
+    ) -> str | None:
+        """Rank 0: score, log, checkpoint (the others wait at the next collective)."""
+        task, cfg = self.task, self.cfg
+        module = self.model.module
+        if task.val is not None:
+            metrics = evaluate(
+                module, task.val, task.objective, task.metrics, cfg.val_batch_size, self.device
+            )
+        else:
+            metrics = {"loss": loss_sum / max(epoch_samples, 1)}
+        assert self.rundir is not None
+        line, improved = self.book.end(
+            epoch,
+            metrics,
+            self.rundir,
+            samples=self.samples,
+            epoch_samples=epoch_samples,
+            train_time=train_time,
+            elapsed=time.monotonic() - self._t0,
+        )
+        self._print(line)
+        self._save(epoch)
+        if improved:
+            self.best_path = self._save(epoch, self.checkpoint_path.parent / BEST) or self.best_path
+        return self.book.stop_reason(epoch)
+
+    def _save(self, epoch: int, path: Path | None = None) -> Path | None:
+        """The torch.optim states are identical on every rank: rank 0's are saved. So is
+        fp16's GradScaler: every rank sees the same all-reduced gradients."""
+        scaler = self.precision.scaler
+        state = checkpoint(
+            self.app,
+            self.cfg,
+            self.model.module,
+            {"torch": [_to_cpu(opt.state_dict()) for opt in self.optimizers]},
+            self.book.state(),
+            epoch=epoch,
+            samples=self.samples,
+            elapsed=time.monotonic() - self._t0,
+            scaler=None if scaler is None else scaler.state_dict(),
+        )
+        return save_checkpoint_or_warn(state, path or self.checkpoint_path, self.app.prog)
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu().clone()
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_to_cpu(v) for v in obj]
+    return obj

@@ -1,0 +1,153 @@
+"""A Hogwild! worker: one epoch over its own shard, straight into the shared model."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from hogwild.optim import SharedOptimizer
+from hogwild.pool import BufferPool, PoolTimeout
+from hogwild.precision import Precision
+from hogwild.procs import WorkerContext
+from hogwild.sharing import BufferSlots, SharedModel
+from hogwild.sparse import RowOptimizer
+from hogwild.supervised.data import batches, shard_indices
+from hogwild.supervised.steps import StepStats, backward_micro_batches
+from hogwild.supervised.task import Objective
+
+TELEMETRY: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
+    "loss_sum": ((), torch.float64),  # summed over the samples of this message
+    "samples": ((), torch.int64),
+}
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """What every worker of one generation needs to know besides its rank."""
+
+    epoch: int
+    shuffle_seed: int  # the same for all workers: they must agree on the shards
+    num_workers: int
+    batch_size: int  # of a micro-batch
+    lr: float
+    grad_accum: int = 1  # micro-batches per step
+    amp: str = "off"
+    log_interval: int = 10
+    max_batches: int | None = None
+    loader_workers: int = 0
+    passes: int = 1  # >1 only for benchmarks that want a long steady window
+    node_rank: int = 0  # under torchrun: this node's rank, and how many nodes share the data
+    nodes: int = 1
+
+
+@dataclass
+class Optimizers:
+    """Each worker's dense optimizers (one per parameter group, its state shared so that
+    a restarted worker and a checkpoint keep it) and the tables' row optimizers (one
+    state for all workers)."""
+
+    dense: list[list[SharedOptimizer]]  # [worker][group]
+    rows: dict[str, RowOptimizer]
+
+
+def train_worker(
+    ctx: WorkerContext,
+    shared: SharedModel,
+    optimizers: Optimizers,
+    pool: BufferPool,
+    data: Dataset,
+    objective: Objective,
+    plan: EpochPlan,
+    buffer_slots: BufferSlots | None,
+) -> None:
+    """One worker's epoch: lock-free steps over its shard, telemetry every ``log_interval``."""
+    model = shared.module
+    grads = shared.attach_grads()
+    tables = dict(shared.tables)
+    dense = optimizers.dense[ctx.rank]
+    model.train()
+    precision = Precision(plan.amp, "cpu")
+    producer = pool.producer(ctx.rank)
+    order = shard_indices(
+        len(data),  # type: ignore[arg-type]
+        plan.shuffle_seed,
+        plan.node_rank * plan.num_workers + ctx.rank,
+        plan.num_workers * plan.nodes,
+        ctx.seed,
+    )
+    stream: Iterator[Any] = itertools.chain.from_iterable(
+        batches(data, order, plan.batch_size, plan.loader_workers) for _ in range(plan.passes)
+    )
+    if plan.max_batches is not None:
+        stream = itertools.islice(stream, plan.max_batches)
+    loss_sum = torch.zeros((), dtype=torch.float64)
+    pending = 0
+
+    def send() -> None:
+        nonlocal pending
+        while True:  # block while the main process is behind, but never past a stop request
+            try:
+                with producer.message(timeout=0.5) as msg:
+                    msg["loss_sum"].copy_(loss_sum)
+                    msg["samples"].fill_(pending)
+                break
+            except PoolTimeout:
+                if ctx.should_stop():
+                    return
+        loss_sum.zero_()
+        pending = 0
+
+    for i, micro in enumerate(_groups(stream, plan.grad_accum), 1):
+        if ctx.should_stop():
+            break
+        stats = hogwild_step(
+            model, objective, micro, precision, grads, dense, tables, optimizers.rows, plan.lr
+        )
+        loss_sum.add_(stats.loss_sum)
+        pending += stats.samples
+        if i % plan.log_interval == 0:
+            send()
+    stopped = ctx.should_stop()
+    if pending and not stopped:
+        send()
+    if buffer_slots is not None and not stopped:
+        buffer_slots.put(model, ctx.rank)
+
+
+def _groups(stream: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while group := list(itertools.islice(stream, size)):
+        yield group
+
+
+def hogwild_step(
+    model: torch.nn.Module,
+    objective: Objective,
+    micro: Sequence[object],
+    precision: Precision,
+    grads: Sequence[torch.Tensor],
+    dense: Sequence[SharedOptimizer],
+    tables: dict[str, torch.nn.Parameter],
+    rows: dict[str, RowOptimizer],
+    lr: float,
+) -> StepStats:
+    """One lock-free step: the micro-batches' gradients add up in the worker's private
+    buffers, then each dense vector and each touched row of each table is updated."""
+    if precision.scaler is not None:
+        raise ValueError("a Hogwild! step has no GradScaler: fp16 is for ddp on CUDA")
+    for grad in grads:
+        grad.zero_()
+    for p in tables.values():
+        p.grad = None
+    stats = backward_micro_batches(model, objective, micro, precision)
+    for grad, opt in zip(grads, dense, strict=True):
+        if grad.numel():
+            opt.step(grad, 0, lr=lr)
+    for name, p in tables.items():
+        if p.grad is not None:
+            rows[name].step(p.grad, lr=lr)
+    return stats

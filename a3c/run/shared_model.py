@@ -68,7 +68,9 @@ class SharedModel:
     def __init__(self, cfg: A3CConfig, spaces: EnvSpaces) -> None:
         self.spec = model_spec(cfg, spaces)
         normalize_obs = self.spec.normalize_obs
-        self.obs_rms = RunningMeanStd(cfg.workers, self.spec.obs_dim) if normalize_obs else None
+        per_column = bool(self.spec.groups)  # a group's rows count for its own columns alone
+        dim = self.spec.obs_dim
+        self.obs_rms = RunningMeanStd(cfg.workers, dim, per_column) if normalize_obs else None
         self.return_rms = RunningMeanStd(cfg.workers, 1) if cfg.normalize_reward else None
         torch.manual_seed(cfg.seed)  # the initial model; workers seed themselves
         self.model = self.spec.build()
@@ -129,7 +131,7 @@ class SharedModel:
         """The model's observation mean/std buffers from a checkpoint ``state``'s
         statistics, so that the two always agree."""
         if self.obs_rms is not None:
-            self.model.set_obs_stats(*mean_std_of(state["obs_rms"]))
+            self.model.set_obs_stats(*mean_std_of(state["obs_rms"], self.spec.obs_dim))
 
     def snapshot_model(self, snapshot: Snapshot) -> dict[str, torch.Tensor]:
         """The state dict of an evaluated snapshot's parameters (and buffers)."""

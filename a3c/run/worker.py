@@ -23,7 +23,8 @@ from a3c.learning.normalize import RunningMeanStd
 from a3c.learning.opponents import Snapshots
 from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
-from a3c.policy import ModelSpec
+from a3c.policy import ActorCritic, ModelSpec
+from a3c.policy.grouped import GroupedActorCritic
 from a3c.run.config import A3CConfig
 from a3c.run.handoff import Handoff
 from a3c.run.telemetry import WorkerTelemetry
@@ -34,6 +35,7 @@ from hogwild.procs import WorkerContext
 
 __all__ = [
     "SharedRun",
+    "add_live_obs",
     "learner_settings",
     "run_steps",
     "run_worker",
@@ -101,12 +103,34 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             telemetry.stats.add("env_steps", steps)
             env_steps[ctx.rank] += steps
             if obs_rms is not None:
-                obs_rms.add(ctx.rank, rollout.obs.view(T * K, -1))
+                add_live_obs(obs_rms, ctx.rank, model, rollout.obs, rollout.acted)
             if telemetry.due():
                 telemetry.send()
     finally:
         envs.close()
     telemetry.send()
+
+
+def add_live_obs(
+    obs_rms: RunningMeanStd,
+    writer: int,
+    model: ActorCritic,
+    obs: torch.Tensor,
+    acted: torch.Tensor | None,
+) -> None:
+    """Fold a rollout's observations into ``writer``'s row of the statistics: only the rows
+    whose agent acted (none of an agent that left, or not yet its turn), and with a policy
+    per group each group's rows into the columns its own net reads, not the zeros of
+    the other groups' blocks."""
+    rows = obs.reshape(-1, obs_rms.dim)
+    if acted is not None:
+        rows = rows[acted.reshape(-1)]
+    if not isinstance(model, GroupedActorCritic):
+        obs_rms.add(writer, rows)
+        return
+    group = rows[:, 0].long()
+    for g, columns in enumerate(model.columns):
+        obs_rms.add(writer, rows[group == g][:, columns], columns)
 
 
 def learner_settings(cfg: A3CConfig, horizon: Horizon | None = None) -> LearnerSettings:

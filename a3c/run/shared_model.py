@@ -11,6 +11,7 @@ import torch
 from a3c.actions import ActionSpec
 from a3c.envs.spaces import EnvSpaces
 from a3c.learning.normalize import RunningMeanStd, mean_std_of
+from a3c.learning.opponents import SnapshotPool
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
 from hogwild.errors import UsageError
@@ -77,6 +78,7 @@ class SharedModel:
         self.flat = flatten_parameters(self.model)
         self.buffers = flatten_buffers(self.model)
         self.optimizer = make_optimizer(cfg, self.flat, cfg.workers)
+        self.snapshots = SnapshotPool.of(self.model, cfg.workers) if cfg.snapshot_games else None
 
     def statistics(self) -> dict[str, RunningMeanStd]:
         """The running statistics in use, by the names checkpoints give them."""
@@ -88,9 +90,12 @@ class SharedModel:
         self.optimizer.share_memory()
         for rms in self.statistics().values():
             rms.share_memory()
+        if self.snapshots is not None:
+            self.snapshots.share_memory()
 
     def restore(self, ckpt: dict[str, Any], path: str) -> dict[str, torch.Tensor]:
-        """Model, optimizer and statistics from a checkpoint; the statistics as saved."""
+        """Model, optimizer, statistics and opponents (``--snapshot-games``) from a checkpoint;
+        the statistics as saved."""
         saved = ModelSpec.from_dict(ckpt["model_spec"])
         if saved != self.spec:
             differs = ", ".join(
@@ -117,6 +122,11 @@ class SharedModel:
             except (TypeError, ValueError) as e:
                 raise UsageError(f"{path}: bad {name}: {e}") from None
             statistics[name] = ckpt[name]
+        if self.snapshots is not None and "snapshots" in ckpt:  # else: none kept yet
+            try:
+                self.snapshots.load(ckpt["snapshots"])
+            except (TypeError, ValueError, KeyError, AttributeError) as e:
+                raise UsageError(f"{path}: bad snapshots: {e}") from None
         return statistics
 
     def state(self) -> dict[str, Any]:
@@ -125,6 +135,7 @@ class SharedModel:
             "optimizer": self.optimizer.state_dict(),
             "model_spec": self.spec.to_dict(),
             **{k: v.state() for k, v in self.statistics().items()},
+            **({} if self.snapshots is None else {"snapshots": self.snapshots.state()}),
         }
 
     def sync_obs_stats(self, state: dict[str, Any]) -> None:

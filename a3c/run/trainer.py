@@ -275,6 +275,7 @@ class A3CRun:
                     self.shared.return_rms,
                     self.rollouts,
                     self.learner_device,
+                    self.shared.snapshots,
                 ),
             ),
             worker_seed(cfg.seed, self.rank, self.steps.start),

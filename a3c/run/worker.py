@@ -20,7 +20,7 @@ from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner, LearnerSettings
 from a3c.learning.normalize import RunningMeanStd
-from a3c.learning.opponents import Snapshots
+from a3c.learning.opponents import SnapshotPool, Snapshots
 from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic, ModelSpec
@@ -59,6 +59,7 @@ class SharedRun:
     return_rms: RunningMeanStd | None = None
     rollouts: Handoff | None = None  # actors to learner, for a decoupled algorithm
     learner_device: str = "cpu"  # a decoupled algorithm's, resolved
+    snapshots: SnapshotPool | None = None  # --snapshot-games: each worker's past policies
 
 
 def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
@@ -75,7 +76,9 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     )  # fmt: skip
     snapshots = None
     if cfg.snapshot_games > 0 and isinstance(envs, AgentRows):
-        snapshots = Snapshots(model, cfg.snapshot_games, len(envs.agents), K, ctx.seed)
+        snapshots = Snapshots(
+            model, cfg.snapshot_games, len(envs.agents), K, ctx.seed, run.snapshots, ctx.rank
+        )
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
         return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma, snapshots=snapshots,

@@ -1,0 +1,172 @@
+"""The supervised trainer from the command line and from Python: a user's own module file
+trains, resumes, loads back; every mistake is one line and exit code 2 before training."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from tb_helpers import scalar_values
+from user_models import make_table_data
+
+from hogwild import EarlyStopping, UsageError, fit, load
+from hogwild.checkpoint import load_checkpoint
+from hogwild.train import main
+
+CHANCE = 25.0  # four classes
+
+
+def cli(tmp_path: Path, *extra: str) -> list[str]:
+    return [
+        "--model", "user_models:make_mlp", "--data", "user_models:make_table_data",
+        "--metric", "accuracy", "--workers", "2", "--lr", "0.2", "--momentum", "0.9",
+        "--batch-size", "64", "--logdir", str(tmp_path / "runs"), *extra,
+    ]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """Two epochs through the command, then a resume to three: (first ck, resumed ck, run)."""
+    tmp = tmp_path_factory.mktemp("fit")
+    assert main(cli(tmp, "--epochs", "2")) == 0
+    (run,) = (tmp / "runs").iterdir()
+    first = load_checkpoint(run / "checkpoint.pt")
+    assert main(["--resume", str(run / "checkpoint.pt"), "--epochs", "3"]) == 0
+    return first, load_checkpoint(run / "checkpoint.pt"), run
+
+
+def test_a_users_module_trains_through_the_command_well_past_chance(trained):
+    first, _, run = trained
+    assert first["epoch"] == 2
+    assert first["val_accuracy"] > CHANCE + 50
+    assert (run / "best.pt").is_file() and (run / "config.json").is_file()
+    values = scalar_values(run)
+    assert len(values["val/accuracy"]) == 3  # two epochs, then the resumed third
+    assert values["train/loss"][-1] < values["train/loss"][0]
+
+
+def test_resume_continues_the_epochs_and_the_optimizer_state(trained):
+    first, resumed, _ = trained
+    assert resumed["epoch"] == 3 and len(resumed["history"]) == 3
+    per_worker = 2000 // 64 + 1  # a worker's steps per epoch: its 2000 samples in 64s
+    steps = [[int(g["steps"].sum()) for g in w] for w in resumed["optimizers"]["dense"]]
+    assert steps == [[3 * per_worker], [3 * per_worker]]  # not restarted from zero
+    before = first["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
+    after = resumed["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
+    assert before.abs().sum() > 0 and not torch.equal(before, after)
+    assert resumed["val_accuracy"] >= first["val_accuracy"] - 3
+
+
+def test_load_gives_back_the_trained_model(trained):
+    _, resumed, run = trained
+    model = load(run / "checkpoint.pt")
+    _, val = make_table_data()
+    x, y = val.tensors
+    accuracy = 100.0 * float((model(x).argmax(1) == y).double().mean())
+    assert accuracy == pytest.approx(resumed["val_accuracy"], abs=1e-6)
+    best = load(run / "best.pt")
+    assert 100.0 * float((best(x).argmax(1) == y).double().mean()) == pytest.approx(
+        resumed["best"]["value"], abs=1e-6
+    )
+
+
+def test_fit_from_python_returns_the_model_metrics_and_history(tmp_path):
+    train, val = make_table_data()
+    stops = []
+
+    class StopAfterTwo:
+        def on_epoch_end(self, epoch, metrics):
+            stops.append((epoch, sorted(metrics)))
+            return epoch == 2
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    result = fit(
+        model,
+        train,
+        torch.nn.functional.cross_entropy,
+        val_data=val,
+        metrics=["accuracy"],
+        callbacks=[StopAfterTwo()],
+        workers=2,
+        epochs=5,
+        lr=0.2,
+        logdir=str(tmp_path),
+    )
+    assert result.exit_code == 0 and result.epochs_done == 2
+    assert stops == [(1, ["accuracy", "loss"]), (2, ["accuracy", "loss"])]
+    assert result.model is model and result.metrics["accuracy"] > CHANCE + 50
+    assert [h["epoch"] for h in result.history] == [1, 2]
+    x, y = val.tensors
+    assert 100.0 * float((model(x).argmax(1) == y).double().mean()) == pytest.approx(
+        result.metrics["accuracy"], abs=1e-6
+    )
+
+
+def test_early_stopping_waits_its_patience_on_the_monitored_score():
+    stop = EarlyStopping("loss", patience=2)
+    verdicts = [
+        stop.on_epoch_end(e, {"loss": v}) for e, v in enumerate([3, 2, 2.5, 1, 1.5, 1.2], 1)
+    ]
+    assert verdicts == [False, False, False, False, False, True]
+    higher = EarlyStopping("accuracy", patience=1)
+    assert [higher.on_epoch_end(1, {"accuracy": 50}), higher.on_epoch_end(2, {"accuracy": 40})] == [
+        False,
+        True,
+    ]
+
+
+BAD = [
+    (["--model", "no_such_pkg:make"], "cannot import module 'no_such_pkg'"),
+    (["--model", "user_models:make_nothing"], "returned a str, not a torch.nn.Module"),
+    (["--data", "user_models:make_wrong_width_data"], "the first training batch does not fit"),
+    (
+        ["--data", "user_models:make_vector_loss_data", "--loss", "user_models:vector_loss"],
+        "the loss must be a floating-point scalar tensor, got (64,)",
+    ),
+    (["--data", "user_models:make_stream"], "is an IterableDataset"),
+    (
+        [
+            "--model",
+            "user_models:make_rmsprop_unfit",
+            "--step",
+            "user_models:rating_step",
+            "--data",
+            "user_models:make_ratings",
+            "--optimizer",
+            "rmsprop",
+        ],
+        "--optimizer rmsprop cannot step the sparse gradients",
+    ),  # fmt: skip
+    (["--workers", "0"], "must be at least 1, got 0"),
+    (["--loss", "hinge"], "unknown loss 'hinge'"),
+    (["--monitor", "f1"], "--monitor 'f1' is not a scored metric (loss, accuracy)"),
+    (["--resume", "nowhere.pt"], "checkpoint not found: nowhere.pt"),
+]
+
+
+@pytest.mark.parametrize(("flags", "message"), BAD, ids=[m for _, m in BAD])
+def test_bad_input_is_one_line_and_exit_2_before_training(tmp_path, capsys, flags, message):
+    assert main([*cli(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_damaged_checkpoint_is_refused_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "checkpoint.pt"
+    bad.write_bytes(b"not a checkpoint")
+    assert main([*cli(tmp_path), "--resume", str(bad)]) == 2
+    assert "not a readable checkpoint" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="not a readable checkpoint"):
+        load(bad)
+
+
+def test_help_lists_every_setting_with_its_default(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    flags = "--model --data --loss --step --metric --strategy --buffers --early-stop --target"
+    for flag in [*flags.split(), "--grad-accum", "--amp", "--resume", "--config"]:
+        assert flag in out

@@ -18,11 +18,11 @@ from a3c.envs.make import agent_view
 from a3c.policy import ActorCritic
 from a3c.scoring import (
     DEFAULT_EVAL_MAX_STEPS,
-    RANDOM_PLAYER,
     agent_results,
     play_episodes,
     play_games,
     seat_results,
+    zero_sum,
 )
 from a3c.use.saved import load_policy
 from hogwild.cli import positive_int, run_cli
@@ -97,13 +97,19 @@ def _close_recording(env: gym.Env, folder: str, episodes: int) -> list[Path]:
 
 def _opponent(
     choice: str | None, model: ActorCritic, env_id: str, env_kwargs: dict[str, Any]
-) -> tuple[ActorCritic | None, str]:
-    """``--opponent``'s player of a turn-based game's other seats, and its name."""
+) -> tuple[ActorCritic | None, str | None]:
+    """``--opponent``'s player of a zero-sum turn-based game's other seats, and its name
+    (None: the random player :func:`a3c.scoring.play_games` names)."""
     if choice is None or choice == "random":
-        return None, RANDOM_PLAYER
+        return None, None
     turns = is_multiagent_id(env_id) and agent_view(env_id, **env_kwargs).turns
     if not turns:
         raise UsageError(f"--opponent is for turn-based PettingZoo games; {env_id} is not one")
+    if not zero_sum(env_id, env_kwargs):
+        raise UsageError(
+            f"--opponent is for zero-sum turn-based PettingZoo games; {env_id} is scored as a "
+            "team, the policy in every seat"
+        )
     if choice == "self":
         return model, "itself (sampling)"
     return load_policy(choice, env_id).model, f"{choice} (sampling)"
@@ -188,8 +194,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--opponent",
         metavar="random|self|PATH",
         default=None,
-        help="turn-based PettingZoo games: who plays the other seats: a random legal player "
-        "(default), the policy itself, or another checkpoint's; an opponent policy samples",
+        help="zero-sum turn-based PettingZoo games: who plays the other seats: a random player "
+        "(default; among the legal moves where the game masks them), the policy itself, or "
+        "another checkpoint's; an opponent policy samples. Other games: the policy plays "
+        "every seat, scored as a team",
     )
     p.add_argument("--record", metavar="DIR", default=None, help="write videos (RecordVideo)")
     return p

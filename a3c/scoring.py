@@ -19,6 +19,7 @@ not reset (it holds at most three frames from before the loss).
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -49,15 +50,19 @@ class Episodes(NamedTuple):
     agents: tuple[str, ...] = ()  # many agents: the game's agents, as agent_returns' columns
     agent_returns: np.ndarray | None = None  # many agents: [games, agents], each its own sum
     illegal: int = 0  # many agents: moves of the policy's the action mask forbade
+    against: str = ""  # a zero-sum game's: who played the other seats, if not a policy
 
 
-#: Who plays the other seats of a turn-based game when no opponent policy is given.
+#: Who plays the other seats of a zero-sum turn-based game when no opponent policy is
+#: given: a game that masks its moves gets a random legal player, any other a uniform one.
 RANDOM_PLAYER = "a random legal player"
+UNIFORM_PLAYER = "a uniformly random player"
 
 
-def seat_results(played: Episodes, against: str = RANDOM_PLAYER) -> list[str]:
-    """A turn-based game's results per seat the policy played: the shares of its games won
-    (a positive return), drawn and lost."""
+def seat_results(played: Episodes, against: str | None = None) -> list[str]:
+    """A zero-sum turn-based game's results per seat the policy played: the shares of its
+    games won (a positive return), drawn and lost."""
+    against = against or played.against or RANDOM_PLAYER
     n, lines = len(played.seats), []
     for i, seat in enumerate(played.seats):
         r = played.returns[i::n]
@@ -72,7 +77,7 @@ def seat_results(played: Episodes, against: str = RANDOM_PLAYER) -> list[str]:
 
 def agent_results(played: Episodes) -> list[str]:
     """A cooperative game's team return (its agents' sum) and each agent's, as means over
-    the games played; nothing for one agent or a turn-based game (see :func:`seat_results`)."""
+    the games played; nothing for one agent or a zero-sum game (see :func:`seat_results`)."""
     per = played.agent_returns
     if per is None or played.seats or per.shape[1] < 2:
         return []
@@ -151,53 +156,155 @@ def play_games(
     max_steps: int | None = None,
     opponent: ActorCritic | None = None,
 ) -> Episodes:
-    """``games`` games of a PettingZoo env, one after another (the first seeded ``seed``):
-    each game's return is its agents' mean. In a turn-based game the policy plays one seat
-    (seat ``i % agents`` in game ``i``) and the return is its seat's, so a policy that wins
+    """``games`` games of a PettingZoo env, one after another (the first seeded ``seed``).
+
+    A zero-sum turn-based game (:func:`zero_sum`) is played by seats: the policy plays
+    seat ``i % agents`` in game ``i`` and the return is its seat's, so a policy that wins
     every game scores the win's reward; the other seats are played by ``opponent``, which
-    samples its moves (so that games differ), or without one by a random legal player."""
+    samples its moves (so that games differ), or without one by a random player (uniform
+    among the legal moves where the game masks them, else among all). Any other game is
+    played by the policy in every seat, and its return is its agents' mean. A recurrent
+    policy keeps a state per agent, zeroed at the start of each agent's episode."""
     envs = make_vector_env(env_id, 1, seed, **(env_kwargs or {}))
     assert isinstance(envs, AgentRows)
-    rng = np.random.default_rng(seed)
-    n, turns = envs.num_envs, envs.games[0].turns
+    n = envs.num_envs
+    seated = envs.games[0].turns and zero_sum(env_id, env_kwargs)
+    randomly = RandomPlayer(envs, seed)
     cap = max_steps or DEFAULT_EVAL_MAX_STEPS
     returns = np.zeros(games)
     lengths = np.zeros(games, dtype=np.int64)
     capped = np.zeros(games, dtype=bool)
     per_agent = np.zeros((games, n))
     illegal = 0
+    others = opponent if seated else None
     try:
         obs, _ = envs.reset(seed=seed)
+        state, theirs = _zero_state(model, n, device), _zero_state(others, n, device)
         got, game = np.zeros(n), 0
         with torch.no_grad():
             while game < games:
                 x = torch.as_tensor(obs, device=device)
-                actions = model.dist.to_env(model.act(x, greedy).cpu())
-                mine = np.arange(n) == game % n if turns else np.ones(n, dtype=bool)
-                if turns and opponent is not None:
-                    theirs = opponent.dist.to_env(opponent.act(x, greedy=False).cpu())
-                    actions[~mine] = theirs[~mine]
-                elif turns:  # the other seats play uniformly among their legal moves
-                    for row in np.flatnonzero(~mine):
-                        legal = np.flatnonzero(obs[row, -model.n_pi :] > 0.5)
-                        actions[row] = rng.choice(legal) if legal.size else 0
-                obs, reward, _, _, info = envs.step(actions)
+                a, state = _act(model, x, state, greedy)
+                actions = model.dist.to_env(a.cpu())
+                mine = np.arange(n) == game % n if seated else np.ones(n, dtype=bool)
+                if others is not None:
+                    b, theirs = _act(others, x, theirs, greedy=False)
+                    actions[~mine] = others.dist.to_env(b.cpu())[~mine]
+                elif seated:
+                    randomly.fill(actions, obs, np.flatnonzero(~mine))
+                obs, reward, terminated, truncated, info = envs.step(actions)
+                done = torch.as_tensor(terminated | truncated, device=device)
+                state, theirs = _restart(state, done), _restart(theirs, done)
                 illegal += int(info["illegal"][mine].sum())
                 got += reward
                 lengths[game] += 1
                 if not info["team"] and lengths[game] < cap:
                     continue
                 capped[game] = not info["team"]
-                returns[game] = got[game % n] if turns else got.mean()
+                returns[game] = got[game % n] if seated else got.mean()
                 per_agent[game] = got
                 got[:] = 0
                 game += 1
                 if capped[game - 1] and game < games:
                     obs, _ = envs.reset()
+                    state, theirs = _zero_state(model, n, device), _zero_state(others, n, device)
     finally:
         envs.close()
-    seats = tuple(envs.agents) if turns else ()
-    return Episodes(returns, lengths, capped, seats, tuple(envs.agents), per_agent, illegal)
+    seats = tuple(envs.agents) if seated else ()
+    against = randomly.name if seated and opponent is None else ""
+    return Episodes(
+        returns, lengths, capped, seats, tuple(envs.agents), per_agent, illegal, against
+    )
+
+
+State = tuple[torch.Tensor, torch.Tensor]
+
+
+def _zero_state(model: ActorCritic | None, rows: int, device: torch.device | str) -> State | None:
+    return model.initial_state(rows, device) if model is not None and model.recurrent else None
+
+
+def _act(
+    model: ActorCritic, x: torch.Tensor, state: State | None, greedy: bool
+) -> tuple[torch.Tensor, State | None]:
+    """``model``'s actions on ``x``, and its state after them (a recurrent model's)."""
+    if state is None:
+        return model.act(x, greedy), None
+    return model.act_recurrent(x, state, greedy)
+
+
+def _restart(state: State | None, done: torch.Tensor) -> State | None:
+    """``state`` zeroed in the rows whose agent's episode ended (``done``)."""
+    if state is None or not bool(done.any()):
+        return state
+    keep = (~done).unsqueeze(1).to(state[0].dtype)
+    return state[0] * keep, state[1] * keep
+
+
+class RandomPlayer:
+    """Moves drawn uniformly: among the legal ones where the game masks them (the mask is
+    the last entries of a masked row), else from the whole action space."""
+
+    def __init__(self, envs: AgentRows, seed: int) -> None:
+        self.masked = envs.view.masked
+        self.space = copy.deepcopy(envs.single_action_space)
+        self.space.seed(seed)
+        self.rng = np.random.default_rng(seed)
+        self.n = int(getattr(self.space, "n", 0))
+        self.name = RANDOM_PLAYER if self.masked else UNIFORM_PLAYER
+
+    def fill(self, actions: np.ndarray, obs: np.ndarray, rows: np.ndarray) -> None:
+        """Draw the moves of ``rows`` into ``actions``."""
+        for row in rows:
+            if self.masked:
+                legal = np.flatnonzero(obs[row, -self.n :] > 0.5)
+                actions[row] = self.rng.choice(legal) if legal.size else 0
+            else:
+                actions[row] = self.space.sample()
+
+
+#: Random games :func:`zero_sum` plays, and the steps it gives them at most.
+PROBE_GAMES, PROBE_STEPS = 8, 2_000
+_ZERO_SUM: dict[str, bool] = {}
+
+
+def zero_sum(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether ``env_id`` is a turn-based PettingZoo game in which one seat wins what the
+    others lose, so that one policy in every seat scores 0 and only seats can be scored:
+    in :data:`PROBE_GAMES` games of random play, each game's rewards sum to 0, and some
+    reward came (or the game masks its moves: a board game whose random games all drew).
+    A cooperative or general-sum game (``simple_spread``'s turn-based ``env``) is a team's."""
+    key = f"{env_id} {sorted((env_kwargs or {}).items())!r}"
+    if key not in _ZERO_SUM:
+        _ZERO_SUM[key] = _probe(env_id, env_kwargs)
+    return _ZERO_SUM[key]
+
+
+def _probe(env_id: str, env_kwargs: Mapping[str, Any] | None) -> bool:
+    envs = make_vector_env(env_id, 1, 0, **(env_kwargs or {}))
+    assert isinstance(envs, AgentRows)
+    try:
+        if not envs.games[0].turns:
+            return False
+        player = RandomPlayer(envs, 0)
+        rows = np.arange(envs.num_envs)
+        obs, _ = envs.reset(seed=0)
+        got, rewarded, games = np.zeros(envs.num_envs), False, 0
+        for _ in range(PROBE_STEPS):
+            actions = np.stack([player.space.sample() for _ in rows])
+            player.fill(actions, obs, rows)
+            obs, reward, _, _, info = envs.step(actions)
+            got += reward
+            rewarded = rewarded or bool(np.any(reward != 0))
+            if abs(got.sum()) > 1e-6 * max(1.0, float(np.abs(got).sum())):
+                return False
+            if info["team"]:
+                got[:], games = 0, games + 1
+                if games == PROBE_GAMES:
+                    break
+        return rewarded or envs.view.masked
+    finally:
+        envs.close()
 
 
 def build_model(spec: dict) -> ActorCritic:
@@ -215,9 +322,13 @@ def score_greedy(
     episodes: int,
     seed: int,
     max_steps: int | None = None,
+    earlier: ActorCritic | None = None,
 ) -> dict[str, float]:
     """The evaluator's score: mean and spread of greedy returns on fixed seeds, and how
-    many episodes the step cap cut (their returns count as they stood)."""
+    many episodes the step cap cut (their returns count as they stood). A zero-sum game's
+    return is the policy's against a random player, seat by seat; its share of games won
+    comes too, over all seats (``win_rate``) and per seat, and with ``earlier`` (a policy
+    scored before) the share won against it (``win_rate_vs_previous``), each seat in turn."""
     played = play_episodes(
         model,
         env_id,
@@ -238,8 +349,64 @@ def score_greedy(
             episodes,
             int(played.lengths[played.capped].max()),
         )
-    return {
+    metrics = {
         "mean_return": float(played.returns.mean()),
         "std_return": float(played.returns.std()),
         "capped_episodes": float(capped),
     }
+    if played.seats:
+        metrics["win_rate"] = float((played.returns > 0).mean())
+        n = len(played.seats)
+        for i, seat in enumerate(played.seats):
+            if played.returns[i::n].size:
+                metrics[f"win_rate_{seat}"] = float((played.returns[i::n] > 0).mean())
+        if earlier is not None:
+            torch.manual_seed(seed)  # the earlier policy samples: the same draws each time
+            against = play_games(
+                model,
+                env_id,
+                episodes,
+                seed,
+                device=device,
+                env_kwargs=env_kwargs,
+                max_steps=max_steps,
+                opponent=earlier,
+            )
+            metrics["win_rate_vs_previous"] = float((against.returns > 0).mean())
+    return metrics
+
+
+class EvalScore:
+    """The run's evaluator's scoring function (:func:`score_greedy` with the run's
+    settings); in a zero-sum game it keeps the policy it scored, to play the next one
+    against it: a win rate above one half there says the policy still improves, where
+    the win rate against a random player has long reached 1."""
+
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: Mapping[str, Any],
+        episodes: int,
+        seed: int,
+        max_steps: int | None = None,
+    ) -> None:
+        self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
+        self.episodes, self.seed, self.max_steps = episodes, seed, max_steps
+        self.previous: ActorCritic | None = None
+
+    def __call__(self, model: torch.nn.Module, device: torch.device, step: int) -> dict[str, float]:
+        assert isinstance(model, ActorCritic)  # build_model's
+        metrics = score_greedy(model, device, step, env_id=self.env_id,
+                               env_kwargs=self.env_kwargs, episodes=self.episodes,
+                               seed=self.seed, max_steps=self.max_steps,
+                               earlier=self.previous)  # fmt: skip
+        if "win_rate" in metrics:
+            self.previous = copy.deepcopy(model)
+        return metrics
+
+
+def self_play(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Whether a run on ``env_id`` is one policy in every seat of a zero-sum game
+    (:func:`zero_sum`): its training returns then sum to 0, and its progress shows in
+    the evaluator's games against a random player instead."""
+    return is_multiagent_id(env_id) and zero_sum(env_id, env_kwargs)

@@ -146,9 +146,9 @@ class CurveScore:
         self.pruned = False
 
     def __call__(self, event: RunEvent) -> bool | None:
-        if event.kind != "log" or event.mean_return_100 is None:
+        if event.kind != "log" or event.progress is None:  # self-play: the evaluation's
             return None
-        now, mean = float(event.seconds), float(event.mean_return_100)
+        now, mean = float(event.seconds), float(event.progress)
         if self.last is not None:
             then, before = self.last
             self.area += (now - then) * (before + mean) / 2
@@ -174,6 +174,7 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
     import optuna
 
     from a3c.run.trainer import train
+    from a3c.scoring import self_play
 
     preset = trial.number == 0 and args.preset_first
     settings = {} if preset else suggest(trial, args.dims)
@@ -185,7 +186,7 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
             workers=args.workers,
             time_limit=args.budget,
             target_return=1e18,  # none: the whole budget
-            eval_interval=0,
+            eval_interval=max(args.budget / 10, 1.0) if self_play(args.env) else 0,
             seed=args.seed + trial.number,
             logdir=str(Path(args.logdir) / "trials"),
             run_name=f"trial{trial.number:03d}",

@@ -80,7 +80,7 @@ class FakeTrial:
 
 
 def event(seconds: float, mean: float | None, kind: str = "log") -> SimpleNamespace:
-    return SimpleNamespace(kind=kind, seconds=seconds, mean_return_100=mean)
+    return SimpleNamespace(kind=kind, seconds=seconds, mean_return_100=mean, progress=mean)
 
 
 def test_the_score_is_the_time_average_of_the_curve_and_a_lagging_run_is_stopped():

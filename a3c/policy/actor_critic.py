@@ -332,7 +332,11 @@ class ActorCritic(nn.Module):
         is what :attr:`dist` reads (logits, or a Gaussian's mean).
 
         With a shared trunk both outputs are views of one head output (not contiguous).
+        A recurrent model refuses: without its core it would act as another policy (or,
+        where the core's size is the trunk's, silently as one without memory).
         """
+        if self.lstm is not None:
+            raise TypeError("an LSTM policy acts with act_recurrent and learns with unroll")
         n = self.n_pi
         if not self.separate:
             out = self._head(self._features(obs, self.trunk))

@@ -40,6 +40,10 @@ class RunEvent:
     best_eval: float | None
     stats: Mapping[str, float]  # what this log point wrote, by TensorBoard tag
     run_dir: Path | None
+    # what progress reads from: mean_return_100, but in a zero-sum game one policy plays in
+    # every seat (training returns sum to 0) the last evaluation's return against a random
+    # player; None before either
+    progress: float | None = None
     _writer: Callable[[str, float, int], None] | None = dataclasses.field(
         default=None, repr=False, compare=False
     )

@@ -131,8 +131,12 @@ class WorkerTelemetry:
 class RunStats:
     """What the main process knows of the run, folded in from telemetry messages."""
 
-    def __init__(self, agents: Sequence[str] = ()) -> None:
+    def __init__(self, agents: Sequence[str] = (), self_play: bool = False) -> None:
         self.agents = tuple(agents)  # many agents: their names, by the index episodes carry
+        # one policy in every seat of a zero-sum game (a3c.scoring.self_play): the training
+        # mean is 0, and progress is the last evaluation's, against a random player
+        self.self_play = self_play
+        self.last_eval: dict[str, float] | None = None
         self.recent: collections.deque[float] = collections.deque(maxlen=100)
         self.env_steps = 0
         self.episodes = 0
@@ -171,6 +175,30 @@ class RunStats:
         """Many agents: the mean team return of the last ~100 games ended (None: none yet)."""
         games = sum(g for g, _ in self.teams)
         return sum(t for _, t in self.teams) / games if games else None
+
+    @property
+    def progress(self) -> float | None:
+        """The figure progress reads from: the 100-episode mean (None before an episode);
+        in self-play, the last evaluation's mean return against a random player."""
+        if self.self_play:
+            return None if self.last_eval is None else self.last_eval["mean_return"]
+        return self.mean_100 if self.recent else None
+
+    def self_play_summary(self) -> str:
+        """Self-play's progress, as the console shows it: the last evaluation's win rate
+        against a random player, per seat, and against the policy it scored before."""
+        last = self.last_eval
+        if last is None:
+            return "vs random: no evaluation yet"
+        seats = [f"{k[len('win_rate_') :]} {v:.2f}" for k, v in last.items()
+                 if k.startswith("win_rate_") and k != "win_rate_vs_previous"]  # fmt: skip
+        previous = last.get("win_rate_vs_previous")
+        return (
+            f"vs random: won {last.get('win_rate', float('nan')):.2f}"
+            + (f" ({', '.join(seats)})" if seats else "")
+            + f", return {last['mean_return']:.2f}"
+            + ("" if previous is None else f"; vs previous eval: won {previous:.2f}")
+        )
 
     @property
     def full_100(self) -> bool:
@@ -235,6 +263,8 @@ def status_line(
     team_100 = stats.team_100
     team = "" if team_100 is None else f", team {team_100:.1f}"
     solved = f"mean return(100) {mean}{target}{team}, episodes {stats.episodes:,}"
+    if stats.self_play:  # the training mean is 0: the evaluation's figures instead
+        solved = f"{stats.self_play_summary()}{target}, episodes {stats.episodes:,}"
     total = None if cfg.total_steps >= NO_STEP_BUDGET else cfg.total_steps
     budget = "" if total is None else f"/{total:,}"
     return Status(

@@ -43,7 +43,7 @@ from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
 from a3c.run.worker import SharedRun, run_worker, worker_rate, worker_rollout
-from a3c.scoring import build_model, score_greedy
+from a3c.scoring import EvalScore, build_model, self_play
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
@@ -134,7 +134,9 @@ class A3CRun:
             assert isinstance(rundir, RunDir)  # rank 0's is a real one
             self.rundir = rundir
 
-        self.stats = RunStats(agent_names(cfg.env, cfg.env_options()))
+        self.stats = RunStats(
+            agent_names(cfg.env, cfg.env_options()), self_play(cfg.env, cfg.env_options())
+        )
         self.stats.env_steps = resumed.steps
         self.stats.recent.extend(self.history.recent)
         self.stats.episodes = self.history.episodes
@@ -142,13 +144,12 @@ class A3CRun:
         if cfg.eval_interval > 0 and self.is_main:
             self.evaluator = Evaluator(
                 functools.partial(build_model, self.spec.to_dict()),
-                functools.partial(
-                    score_greedy,
-                    env_id=cfg.env,
-                    env_kwargs=cfg.env_options(),
-                    episodes=cfg.eval_episodes,
-                    seed=cfg.seed + 10_000,
-                    max_steps=cfg.eval_max_steps,
+                EvalScore(
+                    cfg.env,
+                    cfg.env_options(),
+                    cfg.eval_episodes,
+                    cfg.seed + 10_000,
+                    cfg.eval_max_steps,
                 ),
                 self.shared.flat.numel(),
                 buffers_numel=self.shared.buffers.numel(),
@@ -184,6 +185,16 @@ class A3CRun:
                 f"{cfg.env}: preset {cfg.preset or 'none'}, {cfg.algo}, {cfg.workers} workers"
                 f" x {cfg.envs_per_worker} envs"
             )
+            if self.stats.self_play:
+                self.progress.print(
+                    f"{cfg.env}: a zero-sum game, one policy in every seat, so its training "
+                    "returns sum to 0; its progress is the evaluator's, against a random player"
+                    + (
+                        " (eval/win_rate*)"
+                        if cfg.eval_interval > 0
+                        else " (none: --eval-interval 0)"
+                    )
+                )
             rate = worker_rate(cfg)
             if rate != cfg.lr:
                 self.progress.print(
@@ -332,6 +343,7 @@ class A3CRun:
                     if solved
                     else ""
                 )
+                + (f"; {stats.self_play_summary()}" if stats.self_play else "")
                 + (f"; checkpoint {path}" if path else "")
             )
         self.result = A3CResult(
@@ -359,6 +371,7 @@ class A3CRun:
         reason = None
         for step, metrics, snapshot in self.evaluator.collect(ready):
             self.logger.eval_scores(metrics, step)
+            self.stats.last_eval = metrics
             score = metrics["mean_return"]
             if score > self.history.best_eval:
                 self._save_best(score, step, snapshot)
@@ -433,6 +446,7 @@ class A3CRun:
             seconds=self._run_seconds(now),
             episodes=self.stats.episodes,
             mean_return_100=self.stats.mean_100 if self.stats.recent else None,
+            progress=self.stats.progress,
             best_mean_100=best_100.mean if best_100 else None,
             eval_mean_return=eval_mean_return,
             best_eval=finite_or_none(history.best_eval),
@@ -508,9 +522,19 @@ def run_config(cfg: A3CConfig, learner_device: str, horizon: Horizon) -> A3CConf
         if learner_device == "cuda":
             start_method = "spawn"
     target = _reward_threshold(cfg.env) if cfg.target_return is None else cfg.target_return
+    metric = cfg.target_metric
+    if self_play(cfg.env, cfg.env_options()):  # the training mean is 0: the target is the eval's
+        metric = "eval" if metric == "train" else metric
+        if target is not None and metric == "eval" and cfg.eval_interval <= 0:
+            raise UsageError(
+                f"--target-return {target:g}: in {cfg.env}, a zero-sum game one policy plays in "
+                "every seat, it is read against the evaluation's return against a random "
+                "player; give --eval-interval"
+            )
     return dataclasses.replace(
         cfg,
         target_return=target,
+        target_metric=metric,
         start_method=start_method,
         decay_start_steps=horizon.start_steps,
         decay_start_done=horizon.start_done,

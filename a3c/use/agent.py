@@ -51,6 +51,8 @@ ADAPTERS = (
 )
 
 State = tuple[Tensor, Tensor]
+#: A recurrent PettingZoo policy's state: each agent's, by name.
+AgentStates = dict[str, State]
 
 
 class Policy:
@@ -108,19 +110,21 @@ class Policy:
     def predict(
         self,
         observation: Any,
-        state: State | None = None,
+        state: Any = None,
         episode_start: Any = None,
         deterministic: bool = True,
-    ) -> tuple[Any, State | None]:
+    ) -> tuple[Any, Any]:
         """``(action, state)`` for one observation or a batch (told apart by shape, as in
         SB3). ``state``: a recurrent policy's state from the last call (None: a fresh
         one); ``episode_start``: per env, True where an episode began (resets its state;
         ``a3c.evaluate`` also resets it on Atari's ``info["life_lost"]``, as training did).
         Stochastic draws (``deterministic=False``) use torch's global generator.
         A PettingZoo env's policy takes ``{agent: observation}`` and gives
-        ``{agent: action}``, every agent from the one policy."""
+        ``{agent: action}``, every agent from the one policy; a recurrent one keeps a state
+        per agent (``{agent: (h, c)}``, an agent not in it starting fresh), and
+        ``episode_start`` (one bool, or ``{agent: bool}``) resets the agents it names."""
         if self.agents is not None:
-            return self._predict_agents(observation, bool(deterministic)), None
+            return self._predict_agents(observation, state, episode_start, bool(deterministic))
         batched = _is_batch(self.observation_space, observation)
         rows = _rows(observation) if batched else [observation]
         x = torch.as_tensor(np.stack([self._adapt_obs(o) for o in rows]))
@@ -138,7 +142,9 @@ class Policy:
         actions = [self._env_action(row) for row in self.model.dist.to_env(a)]
         return (np.stack(actions) if batched else actions[0]), state
 
-    def _predict_agents(self, observations: Any, greedy: bool) -> dict[str, Any]:
+    def _predict_agents(
+        self, observations: Any, state: Any, episode_start: Any, greedy: bool
+    ) -> tuple[dict[str, Any], AgentStates | None]:
         view = self.agents
         assert view is not None
         if not isinstance(observations, dict) or not observations:
@@ -149,11 +155,37 @@ class Policy:
         unknown = set(observations) - set(view.agents)
         if unknown:
             raise UsageError(f"{self.env_id} has no agent {sorted(unknown)[0]!r}")
-        x = np.stack([view.observation(agent, o) for agent, o in observations.items()])
+        x = torch.as_tensor(np.stack([view.observation(a, o) for a, o in observations.items()]))
+        states: AgentStates | None = None
         with torch.no_grad():
-            actions = self.model.dist.to_env(self.model.act(torch.as_tensor(x), greedy))
-        agents = zip(observations, actions, strict=True)
-        return {agent: view.action(agent, a) for agent, a in agents}
+            if self.recurrent:
+                states, fresh = self._agent_states(state, episode_start, observations)
+                zero = self.model.initial_state(1)
+                held = [states[a] if a in states and a not in fresh else zero for a in observations]
+                h, c = (torch.cat([s[i] for s in held]) for i in (0, 1))
+                a, (h, c) = self.model.act_recurrent(x, (h, c), greedy)
+                for i, agent in enumerate(observations):
+                    states[agent] = (h[i : i + 1], c[i : i + 1])
+            else:
+                a = self.model.act(x, greedy)
+        actions = zip(observations, self.model.dist.to_env(a), strict=True)
+        return {agent: view.action(agent, act) for agent, act in actions}, states
+
+    def _agent_states(
+        self, state: Any, episode_start: Any, agents: Any
+    ) -> tuple[AgentStates, set[str]]:
+        """A copy of a recurrent PettingZoo policy's ``state``, and the agents to restart."""
+        if state is not None and not isinstance(state, dict):
+            raise UsageError(
+                f"the state of {self.env_id}'s policy is a dict of each agent's state, as "
+                "predict returned it (or None: every agent starts fresh)"
+            )
+        fresh: set[str] = set()
+        if isinstance(episode_start, dict):
+            fresh = {agent for agent, start in episode_start.items() if start}
+        elif episode_start is not None and bool(episode_start):
+            fresh = set(agents)
+        return dict(state or {}), fresh
 
     def export(
         self,

@@ -3,11 +3,18 @@ the benchmarks all ask for."""
 
 from __future__ import annotations
 
+import functools
+import importlib
+import sys
+
 import gymnasium as gym
 
 from a3c.envs import atari, minatar, minigrid
+from a3c.envs.multiagent import is_multiagent
+from a3c.envs.refs import resolve
+from hogwild.errors import UsageError
 
-__all__ = ["FAMILIES", "family_of", "is_mujoco_id"]
+__all__ = ["FAMILIES", "family_of", "is_mujoco_id", "is_multiagent_id"]
 
 #: The families with a preset table of their own, in the order ids are tested.
 FAMILIES = ("minatar", "minigrid", "atari", "mujoco", "pettingzoo")
@@ -34,8 +41,29 @@ def family_of(env_id: str) -> str | None:
         return "atari"
     if is_mujoco_id(env_id):
         return "mujoco"
-    from a3c.envs.make import is_multiagent_id  # builds the env once: asked last
-
-    if is_multiagent_id(env_id):
+    if is_multiagent_id(env_id):  # builds the env once: asked last
         return "pettingzoo"
     return None
+
+
+@functools.cache
+def is_multiagent_id(env_id: str) -> bool:
+    """Whether ``env_id`` names a factory of PettingZoo envs (``module:factory`` only: a
+    registered id is a Gymnasium env); the factory is called once to look."""
+    module, _, name = env_id.rpartition(":") if isinstance(env_id, str) else ("", "", "")
+    if not module or name in gym.registry:
+        return False
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False  # make_env says why, in one line
+    if not callable(getattr(sys.modules[module], name, None)):
+        return False
+    try:
+        env = resolve(env_id, "env factory")()
+    except (TypeError, ValueError, UsageError):
+        return False  # a factory that needs arguments: make_env calls it with them
+    multiagent = is_multiagent(env)
+    if multiagent or isinstance(env, gym.Env):
+        env.close()
+    return multiagent

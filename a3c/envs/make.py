@@ -22,7 +22,6 @@ loss. (Behaviour checked in ``gymnasium/vector/sync_vector_env.py``, gymnasium 1
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import sys
 from collections.abc import Callable, Sequence
@@ -35,7 +34,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.wrappers import TimeLimit
 
 from a3c.envs import atari, minatar, minigrid
-from a3c.envs.families import family_of
+from a3c.envs.families import family_of, is_multiagent_id
 from a3c.envs.multiagent import AgentRows, AgentViews, agent_spaces, is_multiagent
 from a3c.envs.refs import apply_wrapper, resolve
 from a3c.envs.spaces import EnvSpaces, adapt_spaces, describe_spaces, policy_takes
@@ -327,27 +326,6 @@ def _from_factory(ref: str, kwargs: dict[str, Any]) -> gym.Env:
             f"env factory {ref!r} returned a {kind}, not a gymnasium.Env or a PettingZoo env"
         )
     return env if limit is None else TimeLimit(env, int(limit))
-
-
-@functools.cache
-def is_multiagent_id(env_id: str) -> bool:
-    """Whether ``env_id`` names a factory of PettingZoo envs (``module:factory`` only: a
-    registered id is a Gymnasium env); the factory is called once to look."""
-    module, _, name = env_id.rpartition(":") if isinstance(env_id, str) else ("", "", "")
-    if not module or name in gym.registry:
-        return False
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False  # make_env says why, in one line
-    if not callable(getattr(sys.modules[module], name, None)):
-        return False
-    try:
-        env = _from_factory(env_id, {})
-    except UsageError:
-        return False  # a factory that needs arguments: make_env calls it with them
-    env.close()
-    return is_multiagent(env)
 
 
 def _pettingzoo_env(env_id: str, kwargs: dict[str, Any]) -> Any:

@@ -55,6 +55,8 @@ class Recommender(nn.Module):
         self.user = nn.Embedding(USERS, RANK, sparse=True)
         self.item = nn.Embedding(ITEMS, RANK, sparse=True)
         self.scale = nn.Parameter(torch.ones(()))  # a dense parameter beside the tables
+        for table in (self.user, self.item):
+            nn.init.normal_(table.weight, std=0.3)  # dot products of the ratings' scale
 
     def forward(self, users: torch.Tensor, items: torch.Tensor) -> torch.Tensor:
         return self.scale * (self.user(users) * self.item(items)).sum(-1)

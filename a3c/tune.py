@@ -146,7 +146,8 @@ class CurveScore:
         self.pruned = False
 
     def __call__(self, event: RunEvent) -> bool | None:
-        if event.kind != "log" or event.progress is None:  # self-play: the evaluation's
+        late = event.kind == "end" and self.last is None  # self-play scored at the end alone
+        if event.progress is None or not (event.kind == "log" or late):  # self-play: the eval's
             return None
         now, mean = float(event.seconds), float(event.progress)
         if self.last is not None:

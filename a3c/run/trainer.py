@@ -43,7 +43,7 @@ from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
 from a3c.run.worker import SharedRun, run_worker, worker_rate, worker_rollout
-from a3c.scoring import EvalScore, build_model, self_play
+from a3c.scoring import EvalScore, build_model, score_greedy, self_play
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
@@ -326,6 +326,8 @@ class A3CRun:
         self.wall = end.seconds
         stats, metrics = self.stats, None
         written = self.logger.write(stats, self.steps.total, time.monotonic())
+        if stats.self_play and stats.last_eval is None and self.evaluator is not None:
+            self._score_at_end()
         if self.rundir is not None:
             metrics = {
                 "mean_return_100": stats.mean_100,
@@ -358,6 +360,17 @@ class A3CRun:
         )
         self._call_back("end", time.monotonic(), written)
         return metrics
+
+    def _score_at_end(self) -> None:
+        """Self-play whose evaluator sent no score (a short run, a busy machine): the final
+        policy scored here, so that the run ends with a figure of its progress (the end
+        event's, which a3c.tune reads when no log point had one)."""
+        cfg, steps = self.cfg, self.steps.total
+        metrics = score_greedy(self.model, torch.device("cpu"), steps, env_id=cfg.env,
+                               env_kwargs=cfg.env_options(), episodes=cfg.eval_episodes,
+                               seed=cfg.seed + 10_000, max_steps=cfg.eval_max_steps)  # fmt: skip
+        self.logger.eval_scores(metrics, steps)
+        self.stats.last_eval = metrics
 
     # -- A3C's decisions -------------------------------------------------------------------
     def _count_steps(self) -> None:

@@ -24,7 +24,7 @@ from a3c.learning.opponents import SnapshotPool, Snapshots
 from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic, ModelSpec
-from a3c.policy.grouped import GroupedActorCritic
+from a3c.policy.actor_critic import GroupedActorCritic
 from a3c.run.config import A3CConfig
 from a3c.run.handoff import Handoff
 from a3c.run.telemetry import WorkerTelemetry

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from torch import Tensor
+
+from a3c.learning.dead_units import DeadUnits
 from a3c.learning.figures import Figures
-from a3c.learning.metrics import Metric
+from a3c.learning.metrics import Metric, Tally
 from a3c.learning.rollout import Rollout
+from a3c.learning.schedules import Schedules
 from a3c.learning.settings import UpdateSettings
+from a3c.policy import ActorCritic
+from hogwild.precision import Precision
 
-if TYPE_CHECKING:
-    from a3c.learning.learner import Learner
-
-__all__ = ["Algorithm", "Choice", "Range", "Steps"]
+__all__ = ["Algorithm", "Choice", "Learning", "LearnerSettings", "Range", "Steps"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,43 @@ class Range:
     integer: bool = False
 
 
+@dataclass(frozen=True)
+class LearnerSettings:
+    """What a learner is told (built from the run's settings by
+    :func:`a3c.run.worker.learner_settings`)."""
+
+    algo: str  # a name in ALGORITHMS
+    update: UpdateSettings  # the loss's, its decaying settings at their start
+    schedules: Schedules
+    rollout_samples: int  # of each rollout: steps x envs
+    max_grad_norm: float
+    max_nonfinite: int  # rollouts in a row not learned from in full that fail the worker
+    epochs: int = 1  # APPO: passes over each rollout
+    minibatches: int = 1  # APPO: steps per pass
+    recompute_advantages: bool = False  # APPO: fresh targets before each later epoch
+    target_kl: float | None = None  # APPO: stop a rollout's epochs past KL_STOP x this
+    amp: str = "off"  # "bf16" (or "auto" on a CPU with bf16 instructions), "fp16" (CUDA):
+    #                   the passes that learn run under autocast
+
+
+class Learning(Protocol):
+    """What an algorithm's update takes from the learner it is made for
+    (:class:`a3c.learning.learner.Learner`)."""
+
+    settings: LearnerSettings
+    model: ActorCritic
+    local: Tensor  # the model's parameters, flat
+    shared: Tensor  # the shared model's
+    grad: Tensor  # the local gradient, flat
+    precision: Precision
+    dead: DeadUnits
+    stats: Tally
+
+    def step(self, loss: Tensor, lr: float, figures: list, held: bool = False) -> bool:
+        """One lock-free step with this loss's gradient; whether it was finite."""
+        ...
+
+
 class Steps(Protocol):
     """An algorithm's update, made once per learner (it may keep state across rollouts)."""
 
@@ -48,7 +88,7 @@ class Steps(Protocol):
     rollouts_per_step: int
 
     def __call__(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool | None:
-        """Learn from ``rollout`` through :meth:`Learner.step`; whether every step was
+        """Learn from ``rollout`` through :meth:`Learning.step`; whether every step was
         finite (None: held for the next rollouts, no step taken)."""
         ...
 
@@ -60,7 +100,7 @@ class Algorithm:
     name: str  # --algo's value, and the preset sub-table's name
     summary: str  # --algo's help for it
     figures: type[Figures]  # what each step of its loss reports (logged as losses/<name>)
-    steps: Callable[[Learner], Steps]  # its update, made for a learner
+    steps: Callable[[Learning], Steps]  # its update, made for a learner
     records_behaviour: bool = False  # acting keeps the policy's log-probabilities and values
     normalize_advantage: bool = False  # --normalize-advantage unset
     normalized_over: str = "rollout"  # what its advantages are standardised over

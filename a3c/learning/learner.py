@@ -13,17 +13,14 @@ the gradient unscaled before the clip, a step with an overflow skipped.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import torch
 
+from a3c.learning.algorithm import LearnerSettings
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.dead_units import DeadUnits
 from a3c.learning.metrics import SUM, Metric, Tally
 from a3c.learning.rollout import Rollout
-from a3c.learning.schedules import Schedules
-from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
 from hogwild.flat import attach_flat_grad, clip_grad_norm_
 from hogwild.optim import SharedOptimizer
@@ -46,25 +43,6 @@ STEP_FIGURES = (
 
 class NonFiniteUpdates(RuntimeError):
     pass
-
-
-@dataclass(frozen=True)
-class LearnerSettings:
-    """What a learner is told (built from the run's settings by
-    :func:`a3c.run.worker.learner_settings`)."""
-
-    algo: str  # a name in ALGORITHMS
-    update: UpdateSettings  # the loss's, its decaying settings at their start
-    schedules: Schedules
-    rollout_samples: int  # of each rollout: steps x envs
-    max_grad_norm: float
-    max_nonfinite: int  # rollouts in a row not learned from in full that fail the worker
-    epochs: int = 1  # APPO: passes over each rollout
-    minibatches: int = 1  # APPO: steps per pass
-    recompute_advantages: bool = False  # APPO: fresh targets before each later epoch
-    target_kl: float | None = None  # APPO: stop a rollout's epochs past KL_STOP x this
-    amp: str = "off"  # "bf16" (or "auto" on a CPU with bf16 instructions), "fp16" (CUDA):
-    #                   the passes that learn run under autocast
 
 
 class Learner:

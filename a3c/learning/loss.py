@@ -10,21 +10,17 @@ algorithm to the run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from a3c.learning.algorithm import Algorithm, Choice
+from a3c.learning.algorithm import Algorithm, Choice, Learning
 from a3c.learning.figures import Figures
 from a3c.learning.returns import forward_with_targets, mean_over, value_fit
 from a3c.learning.rollout import Rollout
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
-
-if TYPE_CHECKING:
-    from a3c.learning.learner import Learner
 
 __all__ = [
     "A3C",
@@ -98,7 +94,7 @@ class A3CSteps:
     """One lock-free step a rollout with exactly its gradient; rollouts of fewer than
     ``MIN_BATCH`` samples step together, on their mean gradient, clipped as one."""
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: Learning) -> None:
         self.learner = learner
         self.rollouts_per_step = -(-MIN_BATCH // learner.settings.rollout_samples)
         self.pending = 0  # rollouts whose gradients are in the learner's grad

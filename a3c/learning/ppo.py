@@ -14,12 +14,11 @@ other workers introduce, and the clip bounds how far either can push the policy.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
 
-from a3c.learning.algorithm import Algorithm, Choice, Range
+from a3c.learning.algorithm import Algorithm, Choice, Learning, Range
 from a3c.learning.figures import Figures
 from a3c.learning.loss import normalized, value_errors
 from a3c.learning.metrics import SUM, Metric
@@ -27,9 +26,6 @@ from a3c.learning.returns import ValueFit, forward_with_targets, gae_targets, me
 from a3c.learning.rollout import Rollout
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic
-
-if TYPE_CHECKING:
-    from a3c.learning.learner import Learner
 
 __all__ = [
     "APPO",
@@ -170,7 +166,7 @@ class APPOSteps:
 
     rollouts_per_step = 1
 
-    def __init__(self, learner: Learner) -> None:
+    def __init__(self, learner: Learning) -> None:
         self.learner = learner
 
     def __call__(self, rollout: Rollout, update: UpdateSettings, lr: float) -> bool:

@@ -14,13 +14,21 @@ trial scores the schedule that the file, which records it, runs.
 
 Ranges come from :data:`COMMON_SPACE` and the algorithm's own (its ``tuning_space``), each
 clipped to the range its setting declares (:mod:`a3c.run.config`), less what the env's
-policy cannot take or ignores (image observations: no separate networks, MLP sizes or
-observation normalisation), so a search rarely proposes a value a run would refuse; a
-trial that is refused anyway is pruned with its reason, and the search goes on. ``--jobs J``
-runs J trials at once, each in its own process (Optuna's journal file keeps the study),
-with ``--workers`` each: give J x workers <= your cores. A ``--logdir`` holds one search:
-run again with the same env, algorithm, budget and workers, it continues it (as Optuna
-resumes a named study); with others it is refused, as their scores do not compare.
+policy cannot take or ignores (a conv net on images or a board: no separate networks, MLP
+sizes or observation normalisation), so a search rarely proposes a value a run would
+refuse; a trial that is refused anyway is pruned with its reason, and the search goes on.
+Only the trials that ran their whole budget are ranked: Optuna keeps a pruned one's last
+report as its value, which scores a part of a run. ``--jobs J`` runs J trials at once,
+each in its own process (Optuna's journal file keeps the study), with ``--workers`` each:
+give J x workers <= your cores. SIGINT or SIGTERM stops every job's trial (each run
+saves its checkpoint) and the search, which exits 130 or 143; the finished trials stay
+in the study. A ``--logdir`` holds one search: run again with the same env (and env
+settings), algorithm, budget and workers, it continues it (as Optuna resumes a named
+study); with others it is refused, as their scores do not compare.
+
+The env is given as to ``a3c.train``, with the same flags (``--env-kwargs``,
+``--wrapper``, ``--agent-groups``); a ``--config`` file's settings are what every trial
+starts from, under its suggestions, and the written file keeps them.
 
 Needs the optional extra: ``pip install "hogwild-a3c[tune]"`` (Optuna).
 """
@@ -28,14 +36,18 @@ Needs the optional extra: ``pip install "hogwild-a3c[tune]"`` (Optuna).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import json
 import math
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Any, NamedTuple
 
 from a3c.envs.make import env_spaces
@@ -43,14 +55,22 @@ from a3c.learning.algorithm import Choice, Range
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.policy import ModelSpec
 from a3c.run.callbacks import RunEvent
-from a3c.run.config import NO_STEP_BUDGET, A3CConfig
-from a3c.run.presets import config_for, measured_workers
+from a3c.run.cli import add_config_flag, some_settings
+from a3c.run.config import NO_STEP_BUDGET, RUN, A3CConfig
+from a3c.run.presets import config_for, measured_workers, read_config_file
 from hogwild.cli import run_cli
+from hogwild.config import add_flags, overrides_from_args
 from hogwild.errors import UsageError
 
 PROG = "a3c.tune"
 STUDY = "a3c-tune"  # one study a --logdir: its user attributes say what it searched
 INSTALL_HINT = 'pip install "hogwild-a3c[tune]" (or, from a checkout, pip install -e ".[tune]")'
+#: The env as ``a3c.train`` takes it, with its flags: every trial runs it so.
+ENV_SETTINGS = some_settings(("env", "env_kwargs", "wrappers", "agent_groups"))
+#: Seconds the jobs get to stop after a signal (each run stops its workers, saves a
+#: checkpoint), and on top of each trial's budget before a job counts as hung.
+STOP_GRACE_S = 60.0
+TRIAL_SLACK_S = 300.0
 
 
 #: What a search varies for every algorithm; each algorithm adds its own
@@ -92,9 +112,11 @@ def space(algo: str, drop: Collection[str] = ()) -> dict[str, Choice | Range]:
 
 def unusable(spec: ModelSpec) -> set[str]:
     """Settings the env's policy refuses or ignores, which a search would spend trials on
-    for nothing: image observations take one shared conv net (no separate networks, no MLP
-    sizes, pixels scaled instead of normalised), an LSTM policy one shared trunk."""
-    out = {"separate_networks", "hidden", "normalize_obs"} if spec.image else set()
+    for nothing: a conv net, on images or on a board (connect four's), is one shared net
+    (no separate networks, no MLP sizes, pixels scaled and cells read raw instead of
+    normalised), an LSTM policy one shared trunk."""
+    conv = spec.image or bool(spec.grid)
+    out = {"separate_networks", "hidden", "normalize_obs"} if conv else set()
     return out | ({"separate_networks"} if spec.lstm else set())
 
 
@@ -171,23 +193,85 @@ class CurveScore:
         return self.last.mean if self.last else -math.inf
 
 
-def objective(args: argparse.Namespace, trial: Any) -> float:
+class Stop:
+    """A job's stop on SIGINT or SIGTERM: no trial starts after it, and the main job sends
+    SIGTERM on to the helper jobs, which a signal to the main process alone (a
+    scheduler's, ``kill``) would leave running their trials. While a trial's run is on,
+    the run catches the signal itself, stops with a checkpoint and says so in its exit
+    code (:meth:`ended`); a second Ctrl-C exits at once, as a run's does."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.helpers: list[Any] = []  # the main job's helper processes
+
+    def __call__(self, event: RunEvent) -> bool | None:
+        """A run callback: a signal caught just before the run took over stops it."""
+        return False if self.signum is not None else None
+
+    def ended(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+            self._send(signal.SIGTERM)  # not SIGINT: a second Ctrl-C is "exit at once"
+
+    def _send(self, sig: int) -> None:
+        for p in self.helpers:
+            if p.pid is not None and p.exitcode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, sig)
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None and signum == signal.SIGINT:
+            print(f"\n{PROG}: second interrupt: exiting now", file=sys.stderr, flush=True)
+            self._send(signal.SIGKILL)
+            os._exit(130)
+        if self.signum is None:
+            name = "interrupt" if signum == signal.SIGINT else signal.Signals(signum).name
+            print(f"\n{PROG}: {name}: stopping the search", file=sys.stderr, flush=True)
+        self.ended(signum)
+
+    @contextlib.contextmanager
+    def caught(self) -> Iterator[Stop]:
+        previous = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+STOP = Stop()  # this process's: each job is a process of its own
+
+
+def _pruned(trial: Any, why: str) -> Exception:
+    """Optuna's prune of ``trial``, its reason kept for the table."""
     import optuna
 
+    trial.set_user_attr("pruned", why)
+    return optuna.TrialPruned(why)
+
+
+def objective(args: argparse.Namespace, trial: Any) -> float:
     from a3c.run.trainer import train
     from a3c.scoring import self_play
 
+    if STOP.signum is not None:  # caught between trials
+        trial.study.stop()
+        raise _pruned(trial, "interrupted")
     preset = trial.number == 0 and args.preset_first
     settings = {} if preset else suggest(trial, args.dims)
     score = CurveScore(trial)
     try:
         cfg = config_for(
             args.env,
+            config_file=args.config,
+            **args.env_settings,
             algo=args.algo,
             workers=args.workers,
             time_limit=args.budget,
             target_return=1e18,  # none: the whole budget
-            eval_interval=max(args.budget / 10, 1.0) if self_play(args.env) else 0,
+            eval_interval=max(args.budget / 10, 1.0)
+            if self_play(args.env, args.env_options)
+            else 0,
             seed=args.seed + trial.number,
             logdir=str(Path(args.logdir) / "trials"),
             run_name=f"trial{trial.number:03d}",
@@ -197,24 +281,34 @@ def objective(args: argparse.Namespace, trial: Any) -> float:
             cfg.total_steps = NO_STEP_BUDGET  # the budget stops it; a decay keeps its horizon
         for name, value in settings.items():
             trial.set_user_attr(name, value if not isinstance(value, tuple) else list(value))
-        result = train(cfg, callbacks=[score])
+        result = train(cfg, callbacks=[score, STOP])
     except UsageError as e:  # settings a run refuses (e.g. more minibatches than samples)
         trial.set_user_attr("refused", str(e))
         print(f"{PROG}: trial {trial.number} pruned, its settings refused: {e}", file=sys.stderr)
-        raise optuna.TrialPruned(str(e)) from None
+        raise _pruned(trial, "refused") from None
     if result.exit_code in (130, 143):
+        STOP.ended(result.exit_code - 128)
+    if STOP.signum is not None:
         trial.study.stop()
-        raise optuna.TrialPruned("interrupted")
+        raise _pruned(trial, "interrupted")
     if result.exit_code != 0:
-        raise optuna.TrialPruned(f"the run failed (exit code {result.exit_code})")
+        raise _pruned(trial, f"the run failed (exit code {result.exit_code})")
     if score.pruned and score.last is not None:  # pruned only after a logged point
-        raise optuna.TrialPruned(f"lagged at {score.last.seconds:.0f} s")
+        raise _pruned(trial, f"lagged at {score.last.seconds:.0f} s")
     return score.value
+
+
+def _helper_job(args: argparse.Namespace, trials: int, job: int) -> None:
+    """A helper job's process: its share of the trials, stopped as the main job is."""
+    with STOP.caught():
+        _optimize(args, trials, job)
 
 
 def _optimize(args: argparse.Namespace, trials: int, job: int = 0) -> None:
     import optuna
 
+    if STOP.signum is not None:
+        return
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = optuna.load_study(
         study_name=STUDY,
@@ -250,6 +344,10 @@ def toml_text(values: dict[str, Any], header: str) -> str:
             return "[" + ", ".join(fmt(x) for x in v) + "]"
         if isinstance(v, str):
             return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, dict):  # an inline table: env_kwargs
+            return "{" + ", ".join(f"{fmt(str(k))} = {fmt(x)}" for k, x in v.items()) + "}"
+        if v is None:
+            return '"none"'  # as a config file says it
         return repr(v)
 
     lines = [f"# {line}" for line in header.splitlines()]
@@ -257,19 +355,32 @@ def toml_text(values: dict[str, Any], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def table(study: Any) -> str:
+def completed(study: Any) -> list[Any]:
+    """The trials that ran their whole budget: a pruned one's value (Optuna keeps its last
+    report) scores part of a run, an interrupted or lagging one's, so it is not ranked."""
+    from optuna.trial import TrialState
+
+    return [t for t in study.trials if t.state == TrialState.COMPLETE and t.value is not None]
+
+
+def table(study: Any, first: str = "the preset") -> str:
     rows = ["| trial | state | score | settings |", "|---|---|---|---|"]
-    done = sorted(study.trials, key=lambda t: -(t.value if t.value is not None else -math.inf))
-    for t in done:
-        score = f"{t.value:.1f}" if t.value is not None else ""
+    done = completed(study)
+    ranked = sorted(done, key=lambda t: -t.value)
+    ranked += [t for t in study.trials if t not in done]
+    for t in ranked:
+        score = f"{t.value:.1f}" if t in done else ""
+        state = t.state.name.lower()
+        if "pruned" in t.user_attrs:
+            state += f": {t.user_attrs['pruned']}"
         what = (
-            "the preset"
+            first
             if t.number == 0 and not t.params
             else ", ".join(
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in t.params.items()
             )
         )
-        rows.append(f"| {t.number} | {t.state.name.lower()} | {score} | {what} |")
+        rows.append(f"| {t.number} | {state} | {score} | {what} |")
     return "\n".join(rows)
 
 
@@ -292,65 +403,130 @@ def run(args: argparse.Namespace) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     _open_study(args)
     t0 = time.monotonic()
-    share = [args.trials // args.jobs + (i < args.trials % args.jobs) for i in range(args.jobs)]
-    helpers = [
-        mp.get_context("spawn").Process(target=_optimize, args=(args, n, i), name=f"tune-job{i}")
-        for i, n in enumerate(share[1:], start=1)
-        if n
-    ]
-    for p in helpers:
-        p.start()
-    try:
-        _optimize(args, share[0])
-    finally:
-        for p in helpers:
-            p.join()
+    STOP.signum = None  # a search of its own (main() called again in one process)
+    with STOP.caught():
+        _search(args)
     study = optuna.load_study(study_name=STUDY, storage=_storage(args))
-    print(f"\n{table(study)}\n", flush=True)
-    finished = [t for t in study.trials if t.value is not None]
+    first = "the preset" + (f" with {args.config}" if args.config else "")
+    print(f"\n{table(study, first)}\n", flush=True)
+    finished = completed(study)
     refused = [t.user_attrs["refused"] for t in study.trials if "refused" in t.user_attrs]
     if not finished and len(refused) == len(study.trials):
         raise UsageError(
             f"{args.env} refused every trial's settings; nothing written ({refused[-1]})"
         )
+    stopped = STOP.signum
+    if stopped is not None:
+        print(
+            f"{PROG}: interrupted; the {len(finished)} finished trial(s) stay in the study in "
+            f"{args.logdir}: the same command continues it",
+            file=sys.stderr,
+        )
     if not finished:
         print(f"{PROG}: no trial finished; nothing written", file=sys.stderr)
-        return 1
-    best = max(finished, key=lambda t: t.value if t.value is not None else -math.inf)
+        return 128 + stopped if stopped is not None else 1
+    best = max(finished, key=lambda t: t.value)
     settings = _settings_of(best, args)
-    scored = schedule(config_for(args.env, algo=args.algo, **settings))
-    values = {"env": args.env, "algo": args.algo, "workers": args.workers, **scored, **settings}
+    scored = schedule(
+        config_for(
+            args.env, config_file=args.config, **args.env_settings, algo=args.algo, **settings
+        )  # fmt: skip
+    )
+    values = {
+        "env": args.env,
+        "algo": args.algo,
+        "workers": args.workers,
+        **{k: v for k, v in args.env_settings.items() if k != "env"},
+        **args.from_file,
+        **scored,
+        **settings,
+    }
     header = (
         f"python -m a3c.tune {' '.join(sys.argv[1:])}\n"
         f"trial {best.number}: time-averaged 100-episode mean {best.value:.1f} over "
-        f"{args.budget:g} s ({len(study.trials)} trials in {time.monotonic() - t0:.0f} s)"
+        f"{args.budget:g} s ({len(finished)} of {len(study.trials)} trials finished, "
+        f"{time.monotonic() - t0:.0f} s{', interrupted' if stopped is not None else ''})"
     )
     Path(args.out).write_text(toml_text(values, header))
     print(f"best: trial {best.number}, score {best.value:.1f}; settings in {args.out}")
     print(f"use them: python -m a3c.train --config {args.out}")
-    return 0
+    return 128 + stopped if stopped is not None else 0
+
+
+def _search(args: argparse.Namespace) -> None:
+    """The trials, ``--jobs`` at once: this process runs a share, each helper job another;
+    a signal (:class:`Stop`) stops them all, and a helper that outlives the grace after
+    it (or its trials' budgets by far) is killed, so the search always ends."""
+    share = [args.trials // args.jobs + (i < args.trials % args.jobs) for i in range(args.jobs)]
+    helpers = [
+        mp.get_context("spawn").Process(target=_helper_job, args=(args, n, i), name=f"tune-job{i}")
+        for i, n in enumerate(share[1:], start=1)
+        if n
+    ]
+    STOP.helpers = helpers
+    for p in helpers:
+        p.start()
+    try:
+        _optimize(args, share[0])
+    except BaseException:
+        STOP.ended(signal.SIGTERM)  # the helpers' trials go with this one
+        raise
+    finally:
+        deadline = time.monotonic() + max(share) * (args.budget + TRIAL_SLACK_S)
+        for p in helpers:
+            while p.exitcode is None:
+                if STOP.signum is not None:
+                    deadline = min(deadline, time.monotonic() + STOP_GRACE_S)
+                if time.monotonic() > deadline:
+                    print(f"{PROG}: {p.name} did not stop; killing it", file=sys.stderr)
+                    p.kill()
+                p.join(timeout=1.0)
+        STOP.helpers = []
+    failed = [p for p in helpers if p.exitcode not in (0, None)]
+    if failed and STOP.signum is None:
+        codes = ", ".join(f"{p.name} exit code {p.exitcode}" for p in failed)
+        print(f"{PROG}: a job failed ({codes}); its trials are missing", file=sys.stderr)
 
 
 def _preset(args: argparse.Namespace) -> A3CConfig:
-    """The env's preset with ``--algo`` and ``--workers`` where given, as ``a3c.train``
-    resolves it; ``args`` takes its algorithm and worker count, which every trial runs
-    and the file records. Unset, the workers are the preset's (Atari's APPO: 2), else
-    the cores shared among the jobs."""
+    """The env's preset with ``--config``, the env settings, ``--algo`` and ``--workers``
+    where given, as ``a3c.train`` resolves them; ``args`` takes its env, algorithm and
+    worker count, which every trial runs and the file records. Unset, the workers are the
+    config file's, else the preset's (Atari's APPO: 2), else the cores shared among the
+    jobs."""
+    args.from_file = read_config_file(args.config) if args.config else {}
+    if "resume" in args.from_file:
+        raise UsageError(f"--config {args.config}: a search's trials start afresh (resume)")
+    args.env = args.env_settings.pop("env", None) or args.from_file.get("env")
+    if args.env is None:
+        raise UsageError("--env is needed (or env in the --config file)")
     asked = {k: v for k in ("algo", "workers") if (v := getattr(args, k)) is not None}
-    cfg = config_for(args.env, **asked)
-    args.algo = cfg.algo
+    cfg = config_for(args.env, config_file=args.config, **args.env_settings, **asked)
+    args.algo, args.env_options = cfg.algo, cfg.env_options()
     if args.workers is None:
-        args.workers = measured_workers(cfg) or max(1, (os.cpu_count() or 1) // args.jobs)
+        args.workers = (
+            args.from_file.get("workers")
+            or measured_workers(cfg)
+            or max(1, (os.cpu_count() or 1) // args.jobs)
+        )
     return cfg
 
 
 def _open_study(args: argparse.Namespace) -> None:
     """Starts the search in ``--logdir``, or continues the one there if it searched the
-    same; another env's, algorithm's, budget's or worker count's trials would mix into
-    the table and the best, their scores not comparable, so that is refused."""
+    same; another env's (or env settings'), algorithm's, budget's or worker count's trials
+    would mix into the table and the best, their scores not comparable, so that is refused."""
     import optuna
 
-    search = {"env": args.env, "algo": args.algo, "budget": args.budget, "workers": args.workers}
+    search: dict[str, Any] = {
+        "env": args.env,
+        "algo": args.algo,
+        "budget": args.budget,
+        "workers": args.workers,
+    }
+    for name, given in (("env_settings", args.env_settings), ("config", args.from_file)):
+        if given:  # as the journal keeps them (lists, not tuples); unset, as before these
+            search[name] = json.loads(json.dumps(given))
     if (Path(args.logdir) / "study.journal").exists():
         try:
             held = optuna.load_study(study_name=STUDY, storage=_storage(args))
@@ -392,7 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Search A3C/APPO settings for an env with Optuna; write the best as TOML.",
         allow_abbrev=False,
     )
-    p.add_argument("--env", required=True, help="a Gymnasium env id")
+    add_flags(p, ENV_SETTINGS, groups_order=(RUN,))  # --env ... as a3c.train takes them
+    add_config_flag(p)
     p.add_argument(
         "--algo", choices=tuple(ALGORITHMS), default=None, help="default: the env's preset's"
     )
@@ -424,9 +601,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     def go(args: argparse.Namespace) -> int:
+        args.env_settings = overrides_from_args(args, ENV_SETTINGS)
         if args.logdir is None:
             stamp = time.strftime("%Y%m%d-%H%M%S")
-            args.logdir = str(Path("runs") / f"tune_{args.env.replace('/', '-')}_{stamp}")
+            env = args.env_settings.get("env", "search").replace("/", "-").replace(":", "-")
+            args.logdir = str(Path("runs") / f"tune_{env}_{stamp}")
         return run(args)
 
     return run_cli(build_parser(), go, argv)

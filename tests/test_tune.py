@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import subprocess
+import sys
+import time
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
@@ -140,7 +144,7 @@ def test_a_refused_trial_is_pruned_with_its_reason_and_the_search_goes_on(
     out, err = capsys.readouterr()
     (reason,) = [line for line in err.splitlines() if "trial 0 pruned" in line]
     assert "separate" in reason, err
-    assert "| 0 | pruned |" in out and "| 1 | complete |" in out, out
+    assert "| 0 | pruned: refused |" in out and "| 1 | complete |" in out, out
     assert (tmp_path / "best.toml").exists()
 
 
@@ -252,3 +256,144 @@ def test_a_budget_that_is_not_a_number_of_seconds_is_one_line(tmp_path, capsys, 
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("a3c.tune: error:") and "--budget" in err[0], err
     assert not (tmp_path / "s").exists()
+
+
+# ------------------------------------------- finished trials only, signals (issue 69, item 4)
+
+
+def test_only_the_trials_that_ran_their_budget_are_ranked():
+    """Optuna keeps a pruned trial's last report as its value: an interrupted trial's
+    229.8 over 10 s of a 20 s budget outranked a finished 21.3."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    study = optuna.create_study(direction="maximize")
+    study.add_trial(create_trial(value=21.3, state=TrialState.COMPLETE))
+    pruned = create_trial(value=229.8, state=TrialState.PRUNED, intermediate_values={10: 229.8})
+    pruned.set_user_attr("pruned", "interrupted")
+    study.add_trial(pruned)
+    assert [t.number for t in tuning.completed(study)] == [0]
+    rows = tuning.table(study).splitlines()[2:]
+    assert rows == ["| 0 | complete | 21.3 | the preset |", "| 1 | pruned: interrupted |  |  |"]
+
+
+def test_a_signal_in_a_trial_stops_the_search_which_keeps_what_finished(
+    tmp_path, capsys, monkeypatch
+):
+    """SIGTERM in trial 1's run: it stops (a checkpoint), no trial starts after it, the
+    search exits 143, and the file is the finished trial 0's."""
+    import optuna
+
+    from a3c.run import trainer
+
+    real = trainer.train
+
+    def train(cfg, callbacks=()):
+        def signal_once(event):
+            if cfg.run_name == "trial001" and event.kind == "log":
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        return real(cfg, callbacks=[*callbacks, signal_once])
+
+    monkeypatch.setattr(trainer, "train", train)
+    monkeypatch.setattr(tuning, "suggest", lambda trial, dims: {})
+    assert main(quick(tmp_path, "CartPole-v1", "--trials", "3")) == 143
+    out, err = capsys.readouterr()
+    assert "| 0 | complete |" in out and "| 1 | pruned: interrupted |  |" in out, out
+    assert "| 2 |" not in out and "interrupted; the 1 finished trial(s) stay" in err, err
+    header = (tmp_path / "best.toml").read_text().splitlines()[1]
+    assert "trial 0:" in header and "1 of 2 trials finished" in header, header
+    study = optuna.load_study(study_name=tuning.STUDY, storage=tuning._storage(
+        SimpleNamespace(logdir=str(tmp_path / "study"))))  # fmt: skip
+    assert [t.state.name for t in study.trials] == ["COMPLETE", "PRUNED"]
+
+
+def test_sigterm_stops_every_job_and_exits_143(tmp_path):
+    """A signal to the main process alone (a scheduler's) stops the helper job too,
+    whether it is starting or in a trial: it ran its remaining trials before."""
+    from proc_helpers import CHILD_ENV, descendants, pid_gone, under_load, wait_until
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "a3c.tune", "--env", "CartPole-v1", "--trials", "4",
+         "--jobs", "2", "--budget", "60", "--workers", "1", "--logdir", "study"],
+        cwd=tmp_path, env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_until(lambda: list(tmp_path.glob("study/trials/*/events.out.*")),
+               what="no trial started", procs=[proc])  # fmt: skip
+    family = descendants(proc.pid)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, err = proc.communicate(timeout=under_load(60))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("a3c.tune did not stop within a minute of SIGTERM")
+    assert proc.returncode == 143, err
+    started = len(list(tmp_path.glob("study/trials/*")))
+    # a helper's trial caught before its run made a folder is interrupted too
+    assert out.count("pruned: interrupted") >= started >= 1 and "Traceback" not in err, out + err
+    assert (
+        "complete" not in out
+        and len(list(tmp_path.glob("study/trials/*/checkpoint.pt"))) == started
+    )
+    assert not (tmp_path / "best.toml").exists()
+    deadline = time.monotonic() + 10
+    while not all(pid_gone(p) for p in family):
+        assert time.monotonic() < deadline, "a job outlived the search"
+        time.sleep(0.1)
+
+
+# ---------------------------------------------- the env as a3c.train takes it (issue 69, item 5)
+
+
+def test_a_search_takes_the_env_settings_and_the_file_keeps_them(tmp_path, capsys):
+    """simple_speaker_listener needs --agent-groups prefix (its agents' spaces differ):
+    a3c.tune refused the flag that its own error advised."""
+    pytest.importorskip("mpe2", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"')
+    env = "mpe2.simple_speaker_listener_v4:parallel_env"
+    argv = quick(tmp_path, env, "--trials", "1", "--agent-groups", "prefix",
+                 "--env-kwargs", "max_cycles=25")  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    (trial,) = trial_configs(tmp_path)
+    assert trial["agent_groups"] == "prefix" and trial["env_kwargs"] == {"max_cycles": 25}
+    again = presets.config_for(config_file=tmp_path / "best.toml")
+    assert again.env_options() == {"max_cycles": 25, "agent_groups": "prefix"}
+
+
+def test_a_search_starts_from_a_config_file_with_the_users_wrappers(tmp_path, capsys):
+    """--config's settings are every trial's (the env too: no --env), under its
+    suggestions; --wrapper as a3c.train's. Another file's search does not continue it."""
+    mine = tmp_path / "mine.toml"
+    mine.write_text('env = "CartPole-v1"\nn_steps = 7\nenv_kwargs = {max_episode_steps = 60}\n')
+    argv = ["--config", str(mine), "--wrapper", "user_envs:Positions", "--budget", "1",
+            "--workers", "1", "--trials", "1", "--out", str(tmp_path / "best.toml"),
+            "--logdir", str(tmp_path / "study")]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    (trial,) = trial_configs(tmp_path)
+    assert (trial["n_steps"], trial["wrappers"]) == (7, ["user_envs:Positions"]), trial
+    assert trial["env_kwargs"] == {"max_episode_steps": 60}
+    best = tomllib.loads((tmp_path / "best.toml").read_text())
+    assert (best["env"], best["n_steps"]) == ("CartPole-v1", 7)
+    assert best["wrappers"] == ["user_envs:Positions"]
+    assert best["env_kwargs"] == {"max_episode_steps": 60}
+    capsys.readouterr()
+    mine.write_text('env = "CartPole-v1"\nn_steps = 9\n')
+    assert main(argv) == 2
+    assert "holds another search" in capsys.readouterr().err
+    assert main(["--trials", "1", "--logdir", str(tmp_path / "other")]) == 2
+    assert "--env is needed" in capsys.readouterr().err
+
+
+def test_a_board_read_by_the_conv_net_is_searched_without_what_that_net_ignores():
+    """Connect four's board goes to the conv net, which takes no MLP sizes, observation
+    normalisation or separate networks; as vectors (--policy mlp) it takes them."""
+    pytest.importorskip(
+        "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
+    )
+    from a3c.envs import env_spaces
+    from a3c.run.shared_model import model_spec
+
+    env = "pettingzoo.classic.connect_four_v3:env"
+    spaces = env_spaces(env)
+    conv = model_spec(presets.config_for(env, separate_networks=False), spaces)
+    assert tuning.unusable(conv) == {"separate_networks", "hidden", "normalize_obs"}
+    assert tuning.unusable(model_spec(presets.config_for(env, policy="mlp"), spaces)) == set()

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import typing
+from collections.abc import Collection
 
 from a3c.run.config import ALGO, NET, PPO, RUN, A3CConfig
 from a3c.run.presets import AUTO, config_for
@@ -38,11 +41,36 @@ def build_parser() -> argparse.ArgumentParser:
         help="a table of a3c/run/presets.toml (default: auto, the env's own or [default]); "
         "none: no preset; with --resume, the resumed run's settings take its place",
     )
-    g.add_argument(
-        "--config", metavar="FILE", help="a TOML file of settings (keys as in config.json)"
-    )
+    add_config_flag(g)
     add_flags(p, A3CConfig, groups_order=(RUN, ALGO, PPO, NET))
     return p
+
+
+def add_config_flag(group: argparse._ActionsContainer) -> None:
+    group.add_argument(
+        "--config", metavar="FILE", help="a TOML file of settings (keys as in config.json)"
+    )
+
+
+def some_settings(names: Collection[str]) -> type:
+    """A dataclass of the :class:`A3CConfig` fields ``names``, each as declared there:
+    :func:`~hogwild.config.add_flags` and :func:`~hogwild.config.overrides_from_args`
+    on it give a command that takes only those (``a3c.tune``) ``a3c.train``'s flags."""
+    hints = typing.get_type_hints(A3CConfig)
+    unknown = set(names) - hints.keys()
+    assert not unknown, f"not settings: {sorted(unknown)}"
+    fields = [
+        (
+            f.name,
+            hints[f.name],
+            dataclasses.field(
+                default=f.default, default_factory=f.default_factory, metadata=f.metadata
+            ),
+        )
+        for f in dataclasses.fields(A3CConfig)
+        if f.name in names
+    ]
+    return dataclasses.make_dataclass("SomeSettings", fields)
 
 
 def config_from_args(args: argparse.Namespace) -> A3CConfig:

@@ -497,9 +497,7 @@ def _preset(args: argparse.Namespace) -> A3CConfig:
     args.from_file = read_config_file(args.config) if args.config else {}
     if "resume" in args.from_file:
         raise UsageError(f"--config {args.config}: a search's trials start afresh (resume)")
-    args.env = args.env_settings.pop("env", None) or args.from_file.get("env")
-    if args.env is None:
-        raise UsageError("--env is needed (or env in the --config file)")
+    args.env = args.env_settings.pop("env", None) or args.from_file.get("env") or A3CConfig.env
     asked = {k: v for k in ("algo", "workers") if (v := getattr(args, k)) is not None}
     cfg = config_for(args.env, config_file=args.config, **args.env_settings, **asked)
     args.algo, args.env_options = cfg.algo, cfg.env_options()
@@ -588,7 +586,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--logdir",
         default=None,
         help="trials' runs and the study (default: runs/tune_<env>_<time>); an existing "
-        "one's search is continued if it searched the same env, algo, budget and workers",
+        "one's search is continued if it searched the same env (and env settings, "
+        "--config), algo, budget and workers",
     )
     p.add_argument(
         "--no-preset-first",

@@ -24,7 +24,7 @@ from hogwild.config import (
 from hogwild.distributed import NodeFailure
 from hogwild.errors import UsageError
 from hogwild.refs import resolve
-from hogwild.supervised.api import run
+from hogwild.supervised.api import preflight, run
 from hogwild.supervised.checkpoints import read
 from hogwild.supervised.config import PROG, TASK, TRAIN, FitConfig
 from hogwild.supervised.report import App
@@ -119,6 +119,7 @@ def task_from_config(cfg: FitConfig) -> Task:
 def _main(args: argparse.Namespace) -> int:
     try:
         cfg = config_from_args(args)
+        preflight(cfg, App())  # before your code is imported and your data made
         return run(cfg, task_from_config(cfg)).exit_code
     except NodeFailure as e:  # while joining the other nodes, before training
         print(f"{PROG}: error: {e}", file=sys.stderr)

@@ -18,10 +18,11 @@ from proc_helpers import child_pids, cmdline, folder_state, pid_gone, wait_until
 from tb_helpers import scalar_values
 
 from hogwild.flat import flatten_parameters
-from hogwild.mnist import ConvNet, EpochPlan, main, shard_indices
-from hogwild.mnist.counting import SampleCount
+from hogwild.mnist import ConvNet, main
 from hogwild.optim import SharedSGD
 from hogwild.procs import WorkerContext, WorkerGroup
+from hogwild.supervised.data import shard_indices
+from hogwild.supervised.trainer import SampleCount
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -53,8 +54,9 @@ def test_trains_to_95_percent_logs_checkpoints_and_resumes(mnist_dir, tmp_path, 
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["epoch"] == 1
     assert ckpt["test_accuracy"] >= 95.0
-    assert len(ckpt["optimizers"]) == 2  # one per worker, each with its own momentum
-    assert all(o["state"]["momentum_buffer"].abs().sum() > 0 for o in ckpt["optimizers"])
+    dense = ckpt["optimizers"]["dense"]  # [worker][parameter group]
+    assert len(dense) == 2  # one per worker, each with its own momentum
+    assert all(w[0]["state"]["momentum_buffer"].abs().sum() > 0 for w in dense)
     first_samples = ckpt["samples"]
     assert first_samples == 2 * 150 * 64
 
@@ -129,7 +131,7 @@ def test_killed_worker_is_restarted_or_aborts_the_run(mnist_dir, tmp_path, caplo
         assert code == 1
         assert "was killed by SIGKILL; aborting" in capsys.readouterr().err
         assert ckpt["epoch"] == 0  # a checkpoint is still written, for --resume
-        assert ckpt["optimizers"][0]["type"] == "SharedAdam"
+        assert ckpt["optimizers"]["dense"][0][0]["type"] == "SharedAdam"
 
 
 def test_spawned_workers_train_the_shared_model(mnist_dir, tmp_path, capsys):
@@ -212,16 +214,14 @@ def test_workers_update_the_one_shared_model_in_place():
 
 
 def test_shards_are_disjoint_cover_the_data_and_follow_the_seed():
-    plan = EpochPlan(epoch=0, shuffle_seed=11, num_workers=3, batch_size=8, lr=0.1)
-    shards = [shard_indices(100, plan, rank, seed=rank) for rank in range(3)]
+    shards = [shard_indices(100, 11, rank, 3, seed=rank) for rank in range(3)]
     assert sorted(torch.cat(shards).tolist()) == list(range(100))
     # A restarted worker (new seed) gets the same shard in a new order.
-    again = shard_indices(100, plan, 1, seed=999)
+    again = shard_indices(100, 11, 1, 3, seed=999)
     assert sorted(again.tolist()) == sorted(shards[1].tolist())
     assert not torch.equal(again, shards[1])
-    # The next epoch reshuffles the shards.
-    nxt = EpochPlan(epoch=1, shuffle_seed=12, num_workers=3, batch_size=8, lr=0.1)
-    assert set(shard_indices(100, nxt, 0, seed=0).tolist()) != set(shards[0].tolist())
+    # The next epoch (another shuffle seed) reshuffles the shards.
+    assert set(shard_indices(100, 12, 0, 3, seed=0).tolist()) != set(shards[0].tolist())
 
 
 # ------------------------------------------------------------------------ bad input
@@ -270,9 +270,9 @@ def test_bad_input_is_one_line_and_exit_code_2(tmp_path):
 
 def test_samples_count_once_across_nodes():
     count = SampleCount(start=100)  # a resumed run's samples
-    count.add(30)
+    count.add(30, 3.0)
     sent = count.start_round()  # this node's 30 go into the round
-    count.add(5)  # and its workers go on meanwhile
+    count.add(5, 0.5)  # and its workers go on meanwhile
     count.end_round(sent + 50)  # the round's sum: another node trained 50
     assert (count.total, count.epoch) == (185, 85)
     assert count.start_round() == 5  # only what was not sent before

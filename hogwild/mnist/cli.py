@@ -6,10 +6,10 @@ import argparse
 import sys
 
 from hogwild.cli import run_cli
-from hogwild.config import ENGINE, add_flags, overrides_from_args
+from hogwild.config import add_flags, overrides_from_args
 from hogwild.distributed import NodeFailure
-from hogwild.mnist.config import DATA, PROG, TRAIN, MnistConfig
-from hogwild.mnist.trainer import train
+from hogwild.mnist.app import train
+from hogwild.mnist.config import GROUPS, PROG, MnistConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -20,7 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
             "in place, without locks. Each epoch, every worker trains on its own shard of a\n"
             "fresh shuffle and exits; then the test set is scored and a checkpoint saved.\n"
             "Ctrl-C or SIGTERM stops the workers, saves a checkpoint and exits (130/143).\n"
-            "--mode ddp trains the same model synchronously (DistributedDataParallel) for\n"
+            "--strategy ddp trains the same model synchronously (DistributedDataParallel) for\n"
             "comparison. Under torchrun, every node runs its own Hogwild! workers on its own\n"
             "shards and the nodes average their parameters every --sync-every seconds."
         ),
@@ -30,14 +30,14 @@ def build_parser() -> argparse.ArgumentParser:
             f"  {PROG} --workers 4 --eval-interval 5\n"
             f"  {PROG} --model example --lr 0.01 --momentum 0.5 --lr-decay 1  # PyTorch's\n"
             f"  {PROG} --resume runs/<run>/checkpoint.pt --epochs 6\n"
-            f"  {PROG} --mode ddp --workers 2            # synchronous baseline\n"
+            f"  {PROG} --strategy ddp --workers 2        # synchronous baseline\n"
             "  torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d \\\n"
             "      --rdzv-endpoint HOST:29500 -m hogwild.mnist --workers 2   # on each machine\n"
             "then: tensorboard --logdir runs"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_flags(p, MnistConfig, groups_order=(TRAIN, DATA, ENGINE))
+    add_flags(p, MnistConfig, groups_order=GROUPS)
     return p
 
 

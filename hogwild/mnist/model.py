@@ -1,4 +1,4 @@
-"""The models, the channels-last input layout, and test-set scoring (also the evaluator's)."""
+"""The models and the channels-last input layout they read their images in."""
 
 from __future__ import annotations
 
@@ -15,20 +15,21 @@ class ConvNet(nn.Module):
     About 80k parameters: with the default flags and 2 workers it reaches about 98.2% test
     accuracy after one epoch and 99% after three or four, where the example's 22k-parameter
     net never gets to 99%. On one thread it trains about as fast as that net (~10k
-    samples/s here), thanks to channels-last convolutions. No BatchNorm (its running
-    statistics are buffers, not parameters: they would not be shared) and no dropout (not
-    needed at this size). Max-pool runs before ReLU, which is the same function at a
+    samples/s here), thanks to channels-last convolutions. No BatchNorm and no dropout
+    (not needed at this size). Max-pool runs before ReLU, which is the same function at a
     quarter of the ReLU work.
     """
 
-    def __init__(self, c1: int = 16, c2: int = 32, hidden: int = 128) -> None:
+    def __init__(self, c1: int = 16, c2: int = 32, hidden: int = 128, nhwc: bool = True) -> None:
         super().__init__()
+        self.nhwc = nhwc
         self.conv1 = nn.Conv2d(1, c1, 5)
         self.conv2 = nn.Conv2d(c1, c2, 5)
         self.fc1 = nn.Linear(c2 * 4 * 4, hidden)
         self.fc2 = nn.Linear(hidden, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = channels_last(x) if self.nhwc and x.device.type == "cpu" else x
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2(x), 2))
         x = F.relu(self.fc1(x.flatten(1)))
@@ -39,8 +40,9 @@ class ExampleNet(nn.Module):
     """The network of PyTorch's ``mnist_hogwild`` example (22k parameters, dropout), for
     comparison: it tops out just under 99%."""
 
-    def __init__(self) -> None:
+    def __init__(self, nhwc: bool = True) -> None:
         super().__init__()
+        self.nhwc = nhwc
         self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
         self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
         self.conv2_drop = nn.Dropout2d()
@@ -48,6 +50,7 @@ class ExampleNet(nn.Module):
         self.fc2 = nn.Linear(50, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = channels_last(x) if self.nhwc and x.device.type == "cpu" else x
         x = F.relu(F.max_pool2d(self.conv1(x), 2))
         x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
         x = F.relu(self.fc1(x.flatten(1)))
@@ -55,12 +58,12 @@ class ExampleNet(nn.Module):
         return F.log_softmax(self.fc2(x), dim=1)
 
 
-MODELS: dict[str, Callable[[], nn.Module]] = {"convnet": ConvNet, "example": ExampleNet}
+MODELS: dict[str, Callable[..., nn.Module]] = {"convnet": ConvNet, "example": ExampleNet}
 
 
-def build_model(name: str = "convnet") -> nn.Module:
-    """A fresh model by name (module level, so a spawned evaluator can unpickle it)."""
-    return MODELS[name]()
+def build_model(name: str = "convnet", nhwc: bool = True) -> nn.Module:
+    """A fresh model by name; ``nhwc``: it reads its images channels-last (on the CPU)."""
+    return MODELS[name](nhwc=nhwc)
 
 
 def channels_last(x: torch.Tensor) -> torch.Tensor:
@@ -75,24 +78,3 @@ def channels_last(x: torch.Tensor) -> torch.Tensor:
         n, _, h, w = x.shape
         return x.as_strided(x.shape, (h * w, 1, w, 1))
     return x.contiguous(memory_format=torch.channels_last)
-
-
-def evaluate(
-    model: nn.Module,
-    images: torch.Tensor,
-    labels: torch.Tensor,
-    batch_size: int = 1000,
-    nhwc: bool = True,
-) -> tuple[float, int]:
-    """Mean NLL loss and number correct over ``images``, in eval mode (then restored)."""
-    was_training = model.training
-    model.eval()
-    total_loss, correct = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, images.shape[0], batch_size):
-            x, y = images[i : i + batch_size], labels[i : i + batch_size]
-            out = model(channels_last(x) if nhwc else x)
-            total_loss += float(F.nll_loss(out, y, reduction="sum"))
-            correct += int((out.argmax(1) == y).sum())
-    model.train(was_training)
-    return total_loss / images.shape[0], correct

@@ -12,9 +12,9 @@ from torch.utils.data import Dataset
 
 from hogwild.errors import UsageError
 from hogwild.supervised.callbacks import Callback
-from hogwild.supervised.checkpoints import check_output_paths
+from hogwild.supervised.checkpoints import check_output_paths, load_resume
 from hogwild.supervised.config import FitConfig
-from hogwild.supervised.ddp import train_ddp
+from hogwild.supervised.ddp import check_ddp, train_ddp
 from hogwild.supervised.optimizers import check_sparse
 from hogwild.supervised.report import App, FitResult
 from hogwild.supervised.task import (
@@ -27,9 +27,21 @@ from hogwild.supervised.task import (
     resolve_metric,
     share_tensors,
 )
-from hogwild.supervised.trainer import HogwildFit
+from hogwild.supervised.trainer import HogwildFit, check_hogwild
 
-__all__ = ["fit", "run"]
+__all__ = ["fit", "preflight", "run"]
+
+
+def preflight(cfg: FitConfig, app: App) -> None:
+    """What the settings alone can show wrong, before any data is read or model built: the
+    output paths, the strategy's options, the checkpoint to resume."""
+    check_output_paths(cfg)
+    if cfg.strategy == "ddp":
+        check_ddp(cfg)
+    else:
+        check_hogwild(cfg)
+    if cfg.resume:
+        load_resume(cfg, app)
 
 
 def fit(
@@ -93,7 +105,7 @@ def run(
 ) -> FitResult:
     """Check everything a run needs, in one line each, then train with ``cfg.strategy``."""
     app = app or App()
-    check_output_paths(cfg)
+    preflight(cfg, app)
     check_sparse(cfg, task.model)
     for data in (task.train, task.val):
         if data is not None:

@@ -25,8 +25,7 @@ class FitConfig(EngineConfig):
     """Every setting of a supervised run; written to ``config.json`` and checkpoints."""
 
     workers: int = redefault(EngineConfig, "workers", 2)
-    eval_interval: float = redefault(EngineConfig, "eval_interval", 0.0, flag=False)
-    eval_device: str = redefault(EngineConfig, "eval_device", "auto", flag=False)
+    eval_interval: float = redefault(EngineConfig, "eval_interval", 0.0)
 
     model: str | None = setting(
         None,

@@ -41,6 +41,7 @@ from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.precision import check_amp
 from hogwild.procs import SharedFlag
+from hogwild.sharing import sparse_parameters
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import load_resume, resumed_run_dir
@@ -64,15 +65,11 @@ def train_ddp(
 ) -> FitResult:
     """Spawn the ranks, relay rank 0's console lines, stop them cleanly."""
     progress = Progress(stream=out or sys.stdout)
-    if launched_by_torchrun():
-        raise UsageError("--strategy ddp starts its own ranks: run it without torchrun")
-    if cfg.eval_interval > 0:
-        raise UsageError("--eval-interval is for the hogwild strategy (ddp scores each epoch)")
-    check_amp(
-        cfg.amp,
-        "cuda" if use_cuda(cfg.workers) else "cpu",
-        why_cpu="ddp trains on the CPU without a GPU for every rank",
-    )
+    if use_cuda(cfg.workers) and sparse_parameters(task.model):
+        raise UsageError(
+            "sparse embedding gradients cannot be all-reduced by NCCL: run ddp on the CPU "
+            "(CUDA_VISIBLE_DEVICES=) or use the hogwild strategy"
+        )
     state = _resume_state(cfg, task, app) if cfg.resume else None
     if state is not None and state["epoch"] >= cfg.epochs:
         progress.print(
@@ -116,6 +113,19 @@ def train_ddp(
     if shutdown.requested:
         result.exit_code = shutdown.exit_code
     return result
+
+
+def check_ddp(cfg: FitConfig) -> None:
+    """What ddp refuses before anything is read (:func:`~hogwild.supervised.api.preflight`)."""
+    if launched_by_torchrun():
+        raise UsageError("--strategy ddp starts its own ranks: run it without torchrun")
+    if cfg.eval_interval > 0:
+        raise UsageError("--eval-interval is for the hogwild strategy (ddp scores each epoch)")
+    check_amp(
+        cfg.amp,
+        "cuda" if use_cuda(cfg.workers) else "cpu",
+        why_cpu="ddp trains on the CPU without a GPU for every rank",
+    )
 
 
 def _resume_state(cfg: FitConfig, task: Task, app: App) -> dict[str, Any]:

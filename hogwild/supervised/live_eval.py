@@ -1,4 +1,4 @@
-"""Test-set scores during training, from the evaluator process (``--eval-interval``).
+"""Validation scores during training, from the evaluator process (``--eval-interval``).
 
 Every ``--eval-interval`` seconds the trainer offers a snapshot of the shared weights; the
 scores come back later, go to TensorBoard at the snapshot's sample count, and count for the
@@ -7,6 +7,7 @@ milestones at the time the snapshot was taken, not when its score arrived.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import time
@@ -16,37 +17,51 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
+from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator
-from hogwild.mnist.config import MnistConfig
-from hogwild.mnist.data import load_test_set
-from hogwild.mnist.model import build_model, evaluate
-from hogwild.mnist.report import record_milestones
 from hogwild.procs import WorkerFailure
+from hogwild.sharing import SharedModel
+from hogwild.supervised.config import FitConfig
+from hogwild.supervised.epochs import EpochBook
+from hogwild.supervised.report import evaluate, record_milestones
+from hogwild.supervised.task import Metric, Objective, Task
 
 log = logging.getLogger(__name__)
 
 
-_TEST_SETS: dict[tuple[str, str], tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def score_test_set(
+def score_dataset(
     model: nn.Module,
     device: torch.device,
     step: int,
     *,
-    data_dir: str,
-    batch_size: int = 1000,
-    nhwc: bool = True,
+    data: Dataset,
+    objective: Objective,
+    metrics: dict[str, Metric],
+    batch_size: int,
 ) -> dict[str, float]:
-    """Evaluator callback: test loss and accuracy (%); the test set is loaded once per process."""
-    key = (str(data_dir), str(device))
-    if key not in _TEST_SETS:
-        x, y = load_test_set(data_dir)
-        _TEST_SETS[key] = (x.to(device), y.to(device))
-    x, y = _TEST_SETS[key]
-    loss, correct = evaluate(model, x, y, batch_size, nhwc and device.type == "cpu")
-    return {"accuracy": 100.0 * correct / y.shape[0], "loss": loss}
+    """Evaluator callback: the validation scores of the snapshot (module level: it pickles)."""
+    return evaluate(model, data, objective, metrics, batch_size, device)
+
+
+def check_live_evaluation(shared: SharedModel, has_val: bool) -> None:
+    """The evaluator rebuilds the model from one flat vector of its parameters: every
+    parameter trainable, of one dtype, dense, and no buffers it would not see."""
+    model = shared.module
+    if not has_val:
+        raise UsageError("--eval-interval scores the validation set: give the run one")
+    if (
+        len(shared.groups) > 1
+        or any(True for _ in shared.tables)
+        or any(not p.requires_grad for p in model.parameters())
+        or any(True for _ in model.buffers())
+    ):
+        raise UsageError(
+            "--eval-interval needs a model of dense trainable parameters of one dtype and no "
+            "buffers (this one has sparse tables, frozen parameters, several dtypes or "
+            "BatchNorm statistics): leave it at 0, epochs are scored anyway"
+        )
 
 
 class LiveEvaluation:
@@ -54,25 +69,28 @@ class LiveEvaluation:
 
     def __init__(
         self,
-        cfg: MnistConfig,
-        flat: torch.Tensor,
+        cfg: FitConfig,
+        task: Task,
+        shared: SharedModel,
+        book: EpochBook,
         rundir: Any,
-        milestones: dict[float, tuple[float, int]],
         t0: float,
     ) -> None:
-        self.cfg, self.flat, self.rundir, self.t0 = cfg, flat, rundir, t0
-        self.milestones = milestones  # the trainer's own dict, updated in place
+        assert task.val is not None, "check_live_evaluation refuses a run without one"
+        self.cfg, self.flat, self.rundir, self.t0 = cfg, shared.primary.flat, rundir, t0
+        self.book = book  # its milestones count the evaluator's scores too
         self._offered: dict[int, tuple[float, int]] = {}  # evaluator step -> (time, samples)
         self._last_offer = time.monotonic()
         self.evaluator: Evaluator | None = Evaluator(
-            functools.partial(build_model, cfg.model),
+            functools.partial(copy.deepcopy, task.model),
             functools.partial(
-                score_test_set,
-                data_dir=str(cfg.data_dir),
-                batch_size=cfg.test_batch_size,
-                nhwc=cfg.channels_last,
+                score_dataset,
+                data=task.val,
+                objective=task.objective,
+                metrics=task.metrics,
+                batch_size=cfg.val_batch_size,
             ),
-            flat.numel(),
+            self.flat.numel(),
             device=cfg.eval_device,
             seed=cfg.seed,
         ).start()
@@ -94,8 +112,11 @@ class LiveEvaluation:
         for step, metrics, _params in scored:
             self.rundir.scalars({f"eval/{k}": v for k, v in metrics.items()}, step)
             offered = self._offered.pop(step, None)
+            book = self.book
             if offered is not None:
-                record_milestones(self.milestones, metrics["accuracy"], *offered)
+                value = metrics.get(book.monitor.name)
+                targets = book.app.milestones
+                record_milestones(book.milestones, targets, book.monitor, value, *offered)
         now = time.monotonic()
         if offer and now - self._last_offer >= self.cfg.eval_interval:
             self._last_offer = now

@@ -32,6 +32,7 @@ class App:
     checkpoint_format: str = "hogwild-fit"
     split: str = "val"
     milestones: tuple[float, ...] = ()
+    same_on_every_node: tuple[str, ...] = ()  # under torchrun, beyond the trainer's own
 
 
 @dataclass

@@ -26,6 +26,7 @@ from hogwild.checkpoint import save_checkpoint_or_warn
 from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
+from hogwild.evaluator import resolve_device
 from hogwild.pool import BufferPool
 from hogwild.precision import check_amp
 from hogwild.procs import resolve_start_method
@@ -35,6 +36,8 @@ from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import BEST, checkpoint, load_resume, resumed_run_dir
 from hogwild.supervised.config import FitConfig, epoch_lr
 from hogwild.supervised.epochs import EpochBook
+from hogwild.supervised.live_eval import LiveEvaluation, check_live_evaluation
+from hogwild.supervised.multinode import agree_on_start, check_identical
 from hogwild.supervised.optimizers import make_optimizers
 from hogwild.supervised.report import App, FitResult, evaluate, progress_line
 from hogwild.supervised.task import Task, one_line
@@ -70,6 +73,14 @@ class SampleCount:
         self.epoch += others
 
 
+def check_hogwild(cfg: FitConfig) -> None:
+    """What hogwild refuses before anything is read (:func:`~hogwild.supervised.api.preflight`)."""
+    cfg.start_method = resolve_start_method(cfg.start_method)
+    check_amp(cfg.amp, "cpu", why_cpu="Hogwild! workers train on the CPU")
+    if cfg.eval_interval > 0:
+        resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
+
+
 class HogwildFit:
     """The main process (see the module): builds the shared model, one worker generation
     per epoch in the engine's :class:`~hogwild.run.RunLoop`, and between two, score, log
@@ -88,8 +99,6 @@ class HogwildFit:
         torch.set_num_threads(1)
         self.cfg, self.task, self.app = cfg, task, app
         self.progress = Progress(stream=out or sys.stdout)
-        cfg.start_method = resolve_start_method(cfg.start_method)
-        check_amp(cfg.amp, "cpu", why_cpu="Hogwild! workers train on the CPU")
         self.book = EpochBook(cfg, task, app, callbacks)
         resume = load_resume(cfg, app) if cfg.resume else None
 
@@ -100,6 +109,8 @@ class HogwildFit:
                 "trainable parameter one dtype"
             )
         self.optimizers = make_optimizers(cfg, self.shared, cfg.workers)
+        if cfg.eval_interval > 0:
+            check_live_evaluation(self.shared, task.val is not None)
         self.buffer_slots = (
             BufferSlots(task.model, cfg.workers) if cfg.buffers == "average" else None
         )
@@ -118,6 +129,16 @@ class HogwildFit:
             wait_timeout=0.05 if launched_by_torchrun() else 0.25,
         )
         self.rank, self.nodes = self.loop.rank, self.loop.nodes
+        if self.loop.sync is not None:
+            try:
+                state = (self.start_epoch, samples, self.elapsed0, self.book.state())
+                state = agree_on_start(cfg, self.rank, self.nodes, state, app.same_on_every_node)
+                self.start_epoch, samples, self.elapsed0, book = state
+                self.book.load(book)
+            except BaseException:
+                self.loop.close()
+                raise
+        self.live_eval: LiveEvaluation | None = None
         self.epoch = self.start_epoch
         self.count = SampleCount(samples)
         self.best_path: Path | None = None
@@ -184,15 +205,27 @@ class HogwildFit:
         """After an epoch's generation: score, log, checkpoint; then the next epoch's.
         An epoch stopped before every worker finished does not count: a resume redoes it."""
         cfg, loop = self.cfg, self.loop
+        if last is None and cfg.eval_interval > 0 and self.is_main:
+            self.live_eval = LiveEvaluation(
+                cfg, self.task, self.shared, self.book, self.rundir, self._t0
+            )
+            loop.watch(self.live_eval)
         if last is not None and last.completed:
             self.epoch += 1
             if self._end_epoch(self.epoch, last.seconds):
+                self._last()
                 return None
         if loop.reason == ANOTHER_NODE:
             self._print("another node was asked to stop: stopping")
         if (last is not None and not last.completed) or self.epoch >= cfg.epochs or loop.stopping:
+            self._last()
             return None
         return self._generation(self.epoch)
+
+    def _last(self) -> None:
+        """No more generations: under torchrun, check all nodes hold the same weights."""
+        if self.loop.sync is not None:
+            check_identical(self.shared.primary.flat, self.rank, self.nodes, self._print)
 
     def _generation(self, epoch: int) -> Workers:
         cfg = self.cfg
@@ -230,6 +263,8 @@ class HogwildFit:
         return workers
 
     def tick(self, ready: Sequence[Any], now: float) -> None:
+        if self.live_eval is not None:
+            self.live_eval.poll(ready, self.count.total)
         self._show_progress()
 
     def round_counters(self) -> list[float]:
@@ -287,6 +322,8 @@ class HogwildFit:
         self.result = self._result(
             end.exit_code, self.loop.checkpoint_path if self.is_main else None
         )
+        if end.exit_code == 0 and self.live_eval is not None:
+            self.live_eval.final_score(self.count.total, lambda: self.loop.shutdown.requested)
         if self.is_main:
             self._print(f"checkpoint: {self.loop.checkpoint_path}")
             for line in self.book.closing_lines():

@@ -416,7 +416,7 @@ def test_mnist_target_accuracy_stops_after_the_first_epoch_reaching_it(mnist_dir
     assert mnist(mnist_dir, tmp_path, *flags, "--max-batches-per-epoch", "10",
                  "--target-accuracy", str(target)) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert f"reached --target-accuracy {target}%: stopping" in out
+    assert f"reached the target {target:g}: stopping" in out
     run = only_run(tmp_path / "runs")
     accuracy = [v for _, v in scalar_points(run)["test/accuracy"]]
     assert accuracy[-1] >= target and all(a < target for a in accuracy[:-1]), accuracy

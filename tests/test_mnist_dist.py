@@ -61,7 +61,7 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys)
     assert out.count("epoch 1: test loss") == 1, out  # rank 0's lines, relayed once
 
     (run,) = (tmp_path / "runs").iterdir()
-    assert sorted(p.name for p in tmp_path.rglob("*.pt")) == ["checkpoint.pt"]
+    assert sorted(p.name for p in tmp_path.rglob("*.pt")) == ["best.pt", "checkpoint.pt"]
     assert [folder for folder, _ in event_writers(tmp_path)] == [run]  # one writer process
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
     assert ckpt["config"]["mode"] == "ddp" and ckpt["epoch"] == 1

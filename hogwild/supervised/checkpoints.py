@@ -3,7 +3,10 @@ where a run may write, and :func:`load`, the trained model back from a file."""
 
 from __future__ import annotations
 
+import math
 import os
+import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ from torch import nn
 from hogwild.checkpoint import load_checkpoint
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
-from hogwild.files import check_file_writable, check_writable
+from hogwild.files import check_file_writable, check_writable, os_reason, write_atomic
 from hogwild.refs import resolve
 from hogwild.rundir import config_dict
 from hogwild.supervised.config import FitConfig
@@ -51,6 +54,25 @@ def load_resume(cfg: FitConfig, app: App) -> dict[str, Any]:
     return ck
 
 
+def resume_scaler(ck: dict[str, Any], cfg: FitConfig) -> dict[str, Any] | None:
+    """The checkpoint's ``GradScaler`` state for an ``--amp fp16`` resume, or None (another
+    ``--amp``, or a checkpoint without one: older, or not fp16); malformed is one line."""
+    state = ck.get("scaler")
+    if cfg.amp != "fp16" or state is None:
+        return None
+    scale = state.get("scale") if isinstance(state, dict) else None
+    tracker = state.get("_growth_tracker") if isinstance(state, dict) else None
+    if (
+        not isinstance(scale, float)
+        or not math.isfinite(scale)
+        or scale <= 0
+        or not isinstance(tracker, int)
+        or not {"growth_factor", "backoff_factor", "growth_interval"} <= state.keys()
+    ):
+        raise UsageError(f"{cfg.resume}: its GradScaler state is damaged ({state!r:.100})")
+    return state
+
+
 def resumed_run_dir(cfg: FitConfig) -> Path | None:
     """The run folder a ``--resume checkpoint.pt`` logs on into (a best.pt starts anew)."""
     if cfg.resume and Path(cfg.resume).name != BEST:
@@ -72,6 +94,20 @@ def check_output_paths(cfg: FitConfig) -> None:
         check_writable(cfg.logdir, "--logdir folder")
     if cfg.checkpoint is not None:
         check_file_writable(cfg.checkpoint, "--checkpoint file")
+
+
+def keep_best(saved: Path | None, prog: str) -> Path | None:
+    """``best.pt`` beside the checkpoint just written, as a copy of it (atomic); nothing
+    when that write failed (its warning said so) or, with a warning, when the copy does."""
+    if saved is None:
+        return None
+    best = saved.parent / BEST
+    try:
+        with open(saved, "rb") as src:
+            return write_atomic(best, lambda f: shutil.copyfileobj(src, f))
+    except OSError as e:
+        print(f"{prog}: warning: {best} not written ({os_reason(e)})", file=sys.stderr, flush=True)
+        return None
 
 
 def checkpoint(

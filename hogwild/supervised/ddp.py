@@ -44,7 +44,7 @@ from hogwild.procs import SharedFlag
 from hogwild.sharing import sparse_parameters
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervised.callbacks import Callback
-from hogwild.supervised.checkpoints import load_resume, resumed_run_dir
+from hogwild.supervised.checkpoints import load_resume, resume_scaler, resumed_run_dir
 from hogwild.supervised.config import FitConfig
 from hogwild.supervised.ddp_rank import rank_main, use_cuda
 from hogwild.supervised.optimizers import torch_optimizers
@@ -152,7 +152,7 @@ def _resume_state(cfg: FitConfig, task: Task, app: App) -> dict[str, Any]:
         "history": list(ck.get("history", [])),
         "metrics": dict(ck.get("metrics", {})),
         "best": ck.get("best"),
-        "scaler": ck.get("scaler") if cfg.amp == "fp16" else None,
+        "scaler": resume_scaler(ck, cfg),
         "run_dir": resumed_run_dir(cfg),
     }
 

@@ -25,12 +25,12 @@ from hogwild.procs import SharedFlag, die_with_parent
 from hogwild.run import CHECKPOINT
 from hogwild.rundir import RunDir
 from hogwild.supervised.callbacks import Callback
-from hogwild.supervised.checkpoints import BEST, checkpoint
+from hogwild.supervised.checkpoints import checkpoint, keep_best
 from hogwild.supervised.config import FitConfig, epoch_lr
 from hogwild.supervised.data import batches
 from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.optimizers import torch_optimizers
-from hogwild.supervised.report import App, FitResult, evaluate, progress_line
+from hogwild.supervised.report import App, FitResult, evaluate, progress_line, training_text
 from hogwild.supervised.steps import StepStats, backward_micro_batches, group_steps, to_device
 from hogwild.supervised.task import Objective, Task
 
@@ -176,7 +176,7 @@ class _Rank:
         params = sum(p.numel() for p in self.model.parameters())
         self._print(
             f"training {type(self.model.module).__name__} ({params:,} parameters) with "
-            f"{cfg.workers} DDP rank(s) ({self.backend}), {cfg.optimizer}, on {n:,} samples; "
+            f"{cfg.workers} DDP rank(s) ({self.backend}), {training_text(cfg)}, on {n:,} samples; "
             f"run folder {self.rundir.path if self.rundir else '-'}"
         )
         self._t0 = time.monotonic() - self.elapsed0
@@ -311,12 +311,12 @@ class _Rank:
             elapsed=time.monotonic() - self._t0,
         )
         self._print(line)
-        self._save(epoch)
+        saved = self._save(epoch)
         if improved:
-            self.best_path = self._save(epoch, self.checkpoint_path.parent / BEST) or self.best_path
+            self.best_path = keep_best(saved, self.app.prog) or self.best_path
         return self.book.stop_reason(epoch)
 
-    def _save(self, epoch: int, path: Path | None = None) -> Path | None:
+    def _save(self, epoch: int) -> Path | None:
         """The torch.optim states are identical on every rank: rank 0's are saved. So is
         fp16's GradScaler: every rank sees the same all-reduced gradients."""
         scaler = self.precision.scaler
@@ -331,7 +331,7 @@ class _Rank:
             elapsed=time.monotonic() - self._t0,
             scaler=None if scaler is None else scaler.state_dict(),
         )
-        return save_checkpoint_or_warn(state, path or self.checkpoint_path, self.app.prog)
+        return save_checkpoint_or_warn(state, self.checkpoint_path, self.app.prog)
 
 
 def _to_cpu(obj: Any) -> Any:

@@ -83,7 +83,8 @@ class EpochBook:
         """Why the run stops after ``epoch``: ``--target`` reached, a callback; else None."""
         cfg, value = self.cfg, self.metrics.get(self.monitor.name)
         if cfg.target is not None and value is not None and self.monitor.reaches(value, cfg.target):
-            return f"reached --target {cfg.target:g} ({self.split} {self.monitor.name}): stopping"
+            what = f"{self.split} {self.monitor.name}"
+            return f"{what} {value:.4g} reached the target {cfg.target:g}: stopping"
         for cb in self.callbacks:
             if cb.on_epoch_end(epoch, dict(self.metrics)):
                 return f"{type(cb).__name__} asked to stop after epoch {epoch}"

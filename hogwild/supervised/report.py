@@ -13,6 +13,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hogwild.console import Status
+from hogwild.supervised.config import FitConfig
 from hogwild.supervised.data import batches
 from hogwild.supervised.steps import to_device
 from hogwild.supervised.task import Metric, Objective
@@ -115,6 +116,16 @@ class Monitor:
 def rate_text(rate: float) -> str:
     """Samples per second, short: ``12.3k`` or ``850``."""
     return f"{rate / 1000:.1f}k" if rate >= 1000 else f"{rate:.0f}"
+
+
+def training_text(cfg: FitConfig) -> str:
+    """The optimizer, then the precision and micro-batches where not the defaults (banners)."""
+    parts = [cfg.optimizer]
+    if cfg.amp != "off":
+        parts.append(f"{cfg.amp} autocast")
+    if cfg.grad_accum > 1:
+        parts.append(f"{cfg.grad_accum} micro-batches of {cfg.batch_size} per step")
+    return ", ".join(parts)
 
 
 def scores_text(split: str, metrics: dict[str, float]) -> str:

@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 
-from hogwild.checkpoint import save_checkpoint_or_warn
 from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
@@ -33,13 +32,13 @@ from hogwild.procs import resolve_start_method
 from hogwild.run import ANOTHER_NODE, Generation, RunEnd, RunLoop, Workers
 from hogwild.sharing import BufferSlots, SharedModel
 from hogwild.supervised.callbacks import Callback
-from hogwild.supervised.checkpoints import BEST, checkpoint, load_resume, resumed_run_dir
+from hogwild.supervised.checkpoints import checkpoint, keep_best, load_resume, resumed_run_dir
 from hogwild.supervised.config import FitConfig, epoch_lr
 from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.live_eval import LiveEvaluation, check_live_evaluation
 from hogwild.supervised.multinode import agree_on_start, check_identical
 from hogwild.supervised.optimizers import make_optimizers
-from hogwild.supervised.report import App, FitResult, evaluate, progress_line
+from hogwild.supervised.report import App, FitResult, evaluate, progress_line, training_text
 from hogwild.supervised.task import Task, one_line
 from hogwild.supervised.worker import TELEMETRY, EpochPlan, train_worker
 
@@ -197,7 +196,7 @@ class HogwildFit:
         sparse = f", {tables} sparse table(s)" if tables else ""
         return (
             f"training {type(self.task.model).__name__} ({self.shared.numel:,} parameters"
-            f"{sparse}) with {cfg.workers} Hogwild! worker(s){on}, {cfg.optimizer}, on "
+            f"{sparse}) with {cfg.workers} Hogwild! worker(s){on}, {training_text(cfg)}, on "
             f"{n:,} samples; run folder {self.rundir.path}"
         )
 
@@ -300,9 +299,9 @@ class HogwildFit:
                 elapsed=time.monotonic() - self._t0,
             )
             self._print(line)
-            self.loop.save_checkpoint()
-            if improved and self.loop.checkpoint_path is not None:
-                self.best_path = self._save_best()
+            saved = self.loop.save_checkpoint()
+            if improved:
+                self.best_path = keep_best(saved, self.app.prog) or self.best_path
             reason = self.book.stop_reason(epoch)
             if reason is not None:
                 self._print(reason)
@@ -310,13 +309,6 @@ class HogwildFit:
         if self.loop.sync is not None and epoch < cfg.epochs and not self.loop.stopping:
             stop = self.loop.vote(stop)
         return stop
-
-    def _save_best(self) -> Path | None:
-        assert self.loop.checkpoint_path is not None
-        path = self.loop.checkpoint_path.parent / BEST
-        return (
-            save_checkpoint_or_warn(self.checkpoint_state(), path, self.app.prog) or self.best_path
-        )
 
     def finish(self, end: RunEnd) -> dict[str, float]:
         self.result = self._result(

@@ -430,7 +430,7 @@ def test_mnist_target_accuracy_stops_after_the_first_epoch_reaching_it(mnist_dir
     assert {k: v.shape for k, v in ckpt["model"].items()} == {
         k: v.shape for k, v in example.items()
     }
-    assert "training example (21,840 parameters)" in out
+    assert "training ExampleNet (21,840 parameters)" in out
 
 
 def test_mnist_lr_decay_scales_each_epochs_learning_rate(mnist_dir, tmp_path, capsys):

@@ -64,7 +64,7 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.rglob("*.pt")) == ["best.pt", "checkpoint.pt"]
     assert [folder for folder, _ in event_writers(tmp_path)] == [run]  # one writer process
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
-    assert ckpt["config"]["mode"] == "ddp" and ckpt["epoch"] == 1
+    assert ckpt["config"]["strategy"] == "ddp" and ckpt["epoch"] == 1
     assert ckpt["samples"] == 2 * 150 * 64  # both ranks' batches
     assert ckpt["test_accuracy"] >= 95.0
     ConvNet().load_state_dict(ckpt["model"])  # the plain model's keys, no "module."

@@ -36,18 +36,17 @@ import torch.multiprocessing as mp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from hogwild.flat import flatten_parameters  # noqa: E402
-from hogwild.mnist import (  # noqa: E402
-    TELEMETRY,
-    EpochPlan,
-    MnistConfig,
-    build_model,
-    make_optimizer,
-    train_worker,
-)
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.data import TensorDataset  # noqa: E402
+
+from hogwild.mnist import MnistConfig, build_model  # noqa: E402
 from hogwild.mnist.data import MnistData, default_data_dir, load_mnist  # noqa: E402
 from hogwild.pool import BufferPool  # noqa: E402
 from hogwild.procs import WorkerGroup  # noqa: E402
+from hogwild.sharing import SharedModel  # noqa: E402
+from hogwild.supervised.optimizers import make_optimizers  # noqa: E402
+from hogwild.supervised.task import Objective  # noqa: E402
+from hogwild.supervised.worker import TELEMETRY, EpochPlan, train_worker  # noqa: E402
 
 
 def machine() -> str:
@@ -76,9 +75,8 @@ def measure(
     """Samples/s of ``workers`` Hogwild! workers over [warmup, warmup + window] s, and
     samples per CPU-second of those workers (which other load on the machine barely
     moves, since time a worker waits for a core is not CPU time)."""
-    model = build_model(cfg.model)
-    flat = flatten_parameters(model).share_memory_()
-    optimizers = [make_optimizer(cfg, flat) for _ in range(workers)]
+    shared = SharedModel(build_model(cfg.model, nhwc=cfg.channels_last))
+    optimizers = make_optimizers(cfg, shared, workers)
     ctx = mp.get_context("fork")
     pool = BufferPool(TELEMETRY, producers=workers, slots=8, ctx=ctx)
     plan = EpochPlan(
@@ -88,12 +86,12 @@ def measure(
         batch_size=cfg.batch_size,
         lr=cfg.lr,
         log_interval=5,
-        nhwc=cfg.channels_last,
         passes=1000,  # never runs out within the window
     )
+    train = TensorDataset(data.train_images, data.train_labels)
     group = WorkerGroup(
         train_worker,
-        (model, optimizers, pool, data.train_images, data.train_labels, plan),
+        (shared, optimizers, pool, train, Objective(loss=F.nll_loss), plan, None),
         num_workers=workers,
         seed=seed,
         num_threads=cfg.threads_per_worker,
@@ -199,7 +197,7 @@ def accuracy(args: argparse.Namespace) -> None:
             found = {
                 float(m[1]): (float(m[2]), int(m[3].replace(",", "")))
                 for m in re.finditer(
-                    r"^(\d+)% test accuracy first reached after ([\d.]+) s, ([\d,]+) samples",
+                    r"^test accuracy (\d+) first reached after ([\d.]+) s, ([\d,]+) samples",
                     proc.stdout,
                     re.M,
                 )

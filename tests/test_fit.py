@@ -29,7 +29,9 @@ def cli(tmp_path: Path, *extra: str) -> list[str]:
 def trained(tmp_path_factory):
     """Two epochs through the command, then a resume to three: (first ck, resumed ck, run)."""
     tmp = tmp_path_factory.mktemp("fit")
-    assert main(cli(tmp, "--epochs", "2")) == 0
+    settings = tmp / "settings.toml"  # the file's lr is the flags' lr: the flag wins
+    settings.write_text('epochs = 2\nlr = 0.0001\nmetrics = ["accuracy"]\n')
+    assert main([*cli(tmp), "--config", str(settings)]) == 0
     (run,) = (tmp / "runs").iterdir()
     first = load_checkpoint(run / "checkpoint.pt")
     assert main(["--resume", str(run / "checkpoint.pt"), "--epochs", "3"]) == 0
@@ -142,6 +144,7 @@ BAD = [
     (["--loss", "hinge"], "unknown loss 'hinge'"),
     (["--monitor", "f1"], "--monitor 'f1' is not a scored metric (loss, accuracy)"),
     (["--resume", "nowhere.pt"], "checkpoint not found: nowhere.pt"),
+    (["--config", "nowhere.toml"], "cannot read config file nowhere.toml"),
 ]
 
 
@@ -170,3 +173,10 @@ def test_help_lists_every_setting_with_its_default(capsys):
     flags = "--model --data --loss --step --metric --strategy --buffers --early-stop --target"
     for flag in [*flags.split(), "--grad-accum", "--amp", "--resume", "--config"]:
         assert flag in out
+
+
+def test_a_config_file_with_an_unknown_setting_is_one_line(tmp_path, capsys):
+    settings = tmp_path / "settings.toml"
+    settings.write_text("epochz = 2\n")
+    assert main([*cli(tmp_path), "--config", str(settings)]) == 2
+    assert "unknown setting 'epochz'; did you mean 'epochs'?" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
+from hogwild.distributed import NodeFailure
 from hogwild.errors import UsageError
 
 
@@ -45,6 +46,19 @@ def run_cli(
     except UsageError as e:
         print(f"{parser.prog}: error: {e}", file=sys.stderr)
         return 2
+
+
+def exit_code_of(prog: str, run: Callable[[], int]) -> int:
+    """``run()``'s exit code; a node lost while joining is 1, Ctrl-C outside the run's own
+    handling (before it, after it) 130, each with one line."""
+    try:
+        return run()
+    except NodeFailure as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
 
 
 def _one_line_errors(parser: argparse.ArgumentParser) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "check",
     "overrides_from_args",
     "overrides_from_mapping",
+    "read_toml",
     "redefault",
     "setting",
     "settings_from_file",
@@ -224,16 +225,20 @@ def overrides_from_mapping(cls: type, mapping: Mapping[str, Any], source: str) -
     return out
 
 
-def settings_from_file(cls: type, path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The settings of a TOML file (keys as in ``config.json``), checked as a preset's."""
+def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A user's TOML file of settings, as a table; unreadable or invalid is one line."""
     try:
         with open(path, "rb") as f:
-            table = tomllib.load(f)
+            return tomllib.load(f)
     except OSError as e:
         raise UsageError(f"cannot read config file {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"config file {path} is not valid TOML: {e}") from None
-    return overrides_from_mapping(cls, table, f"config file {path}")
+
+
+def settings_from_file(cls: type, path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The settings of a TOML file (keys as in ``config.json``), checked as a preset's."""
+    return overrides_from_mapping(cls, read_toml(path), f"config file {path}")
 
 
 def _coerce(kind: type, optional: bool, value: Any, where: str) -> Any:

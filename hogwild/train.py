@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Any
 
-from hogwild.cli import run_cli
+from hogwild.cli import exit_code_of, run_cli
 from hogwild.config import (
     ENGINE,
     EVAL,
@@ -21,7 +21,6 @@ from hogwild.config import (
     overrides_from_mapping,
     settings_from_file,
 )
-from hogwild.distributed import NodeFailure
 from hogwild.errors import UsageError
 from hogwild.refs import resolve
 from hogwild.supervised.api import preflight, run
@@ -32,8 +31,8 @@ from hogwild.supervised.task import (
     Objective,
     Task,
     build_model,
+    call_factory,
     check_dataset,
-    one_line,
     resolve_loss,
     resolve_metric,
 )
@@ -94,13 +93,7 @@ def task_from_config(cfg: FitConfig) -> Task:
         )
         raise UsageError(f"{missing} required: module:function references to your code")
     model = build_model(resolve(cfg.model, "--model"), f"--model {cfg.model}")
-    made = resolve(cfg.data, "--data")
-    try:
-        data = made()
-    except UsageError:
-        raise
-    except Exception as e:
-        raise UsageError(f"--data {cfg.data} failed: {type(e).__name__}: {one_line(e)}") from e
+    data = call_factory(resolve(cfg.data, "--data"), f"--data {cfg.data}")
     train, val = data if isinstance(data, tuple) and len(data) == 2 else (data, None)
     objective = (
         Objective(step=resolve(cfg.step, "--step"))
@@ -117,16 +110,9 @@ def task_from_config(cfg: FitConfig) -> Task:
 
 
 def _main(args: argparse.Namespace) -> int:
-    try:
-        cfg = config_from_args(args)
-        preflight(cfg, App())  # before your code is imported and your data made
-        return run(cfg, task_from_config(cfg)).exit_code
-    except NodeFailure as e:  # while joining the other nodes, before training
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # before or after the graceful-shutdown window
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    cfg = config_from_args(args)
+    preflight(cfg, App())  # before your code is imported and your data made
+    return exit_code_of(PROG, lambda: run(cfg, task_from_config(cfg)).exit_code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.config import DECOUPLED, A3CConfig
 from hogwild.checkpoint import load_checkpoint
-from hogwild.config import overrides_from_mapping
+from hogwild.config import overrides_from_mapping, read_toml
 from hogwild.errors import UsageError
 
 __all__ = [
@@ -116,14 +116,7 @@ def _family(env: str) -> str:
 
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """A user's TOML file of settings (same keys as the presets; it may set ``env``)."""
-    try:
-        with open(path, "rb") as f:
-            table = tomllib.load(f)
-    except OSError as e:
-        raise UsageError(f"cannot read config file {path}: {e.strerror or e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"config file {path} is not valid TOML: {e}") from None
-    return _validated(table, f"config file {path}")
+    return _validated(read_toml(path), f"config file {path}")
 
 
 def config_for(

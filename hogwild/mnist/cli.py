@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from hogwild.cli import run_cli
+from hogwild.cli import exit_code_of, run_cli
 from hogwild.config import add_flags, overrides_from_args
-from hogwild.distributed import NodeFailure
 from hogwild.mnist.app import train
 from hogwild.mnist.config import GROUPS, PROG, MnistConfig
 
@@ -46,14 +44,7 @@ def config_from_args(args: argparse.Namespace) -> MnistConfig:
 
 
 def _main(args: argparse.Namespace) -> int:
-    try:
-        return train(config_from_args(args)).exit_code
-    except NodeFailure as e:  # while joining the other nodes, before training
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # before or after the graceful-shutdown window
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    return exit_code_of(PROG, lambda: train(config_from_args(args)).exit_code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -143,15 +143,20 @@ def build_model(factory: Any, what: str) -> nn.Module:
     """``factory`` itself if a module, else what calling it returns, which must be one."""
     if isinstance(factory, nn.Module):
         return factory
+    model = call_factory(factory, what)
+    if not isinstance(model, nn.Module):
+        raise UsageError(f"{what} returned a {type(model).__name__}, not a torch.nn.Module")
+    return model
+
+
+def call_factory(factory: Callable[[], Any], what: str) -> Any:
+    """What a user's function returns; whatever it raises is one line naming it."""
     try:
-        model = factory()
+        return factory()
     except UsageError:
         raise
     except Exception as e:
         raise UsageError(f"{what} failed: {type(e).__name__}: {one_line(e)}") from e
-    if not isinstance(model, nn.Module):
-        raise UsageError(f"{what} returned a {type(model).__name__}, not a torch.nn.Module")
-    return model
 
 
 def check_dataset(data: Any, what: str) -> Dataset:

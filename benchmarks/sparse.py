@@ -164,7 +164,10 @@ def collisions(rows: list[torch.Tensor], batch: int, trials: int = 200, seed: in
     g = torch.Generator().manual_seed(seed)
     shares = []
     for _ in range(trials):
-        a, b = torch.randint(0, n, (batch,), generator=g), torch.randint(0, n, (batch,), generator=g)
+        a, b = (
+            torch.randint(0, n, (batch,), generator=g),
+            torch.randint(0, n, (batch,), generator=g),
+        )
         ra = torch.cat([r[a].reshape(-1) for r in rows]).unique()
         rb = torch.cat([r[b].reshape(-1) for r in rows]).unique()
         shares.append(float(torch.isin(ra, rb).double().mean()))

@@ -16,6 +16,7 @@ import user_envs
 
 from a3c.api import config_for, evaluate, train
 from a3c.envs import make_env
+from a3c.evaluate import main as evaluate_main
 from a3c.train import main as train_main
 from hogwild.checkpoint import load_checkpoint
 from hogwild.errors import UsageError
@@ -79,9 +80,11 @@ def test_a_failing_wrapper_names_what_it_was_put_on():
         make_env("MinAtar/Breakout-v1", wrappers=[limit])
 
 
-def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path):
+def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path, capsys):
     """Positions leaves 2 of CartPole's 4 numbers: a process that forgot the wrapper
-    would feed the 2-input model 4 numbers and fail. Run as a user would: a subprocess."""
+    would feed the 2-input model 4 numbers and fail. The first run as a user would (a
+    subprocess whose spawned evaluator imports the wrapper by name); resume and evaluate
+    in process, which read the wrapper from the checkpoint alone all the same."""
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
@@ -106,20 +109,11 @@ def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path):
     assert (run / "best.pt").exists(), "the spawned evaluator never scored the wrapped env"
 
     more = ckpt["env_steps"] + 2000
-    resumed = subprocess.run(
-        [*base[:3], "--resume", str(run / "checkpoint.pt"), "--target-metric", "none",
-         "--total-steps", str(more)],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr
+    argv = ["--resume", str(run / "checkpoint.pt"), "--target-metric", "none"]
+    assert train_main([*argv, "--total-steps", str(more)]) == 0
     assert load_checkpoint(run / "checkpoint.pt")["env_steps"] >= more
-
-    scored = subprocess.run(
-        [sys.executable, "-m", "a3c.evaluate", str(run / "checkpoint.pt"), "--episodes", "2"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert scored.returncode == 0, scored.stderr
-    assert "greedy return" in scored.stdout
+    assert evaluate_main([str(run / "checkpoint.pt"), "--episodes", "2"]) == 0
+    assert "greedy return" in capsys.readouterr().out
 
 
 def test_the_python_api_takes_an_env_factory_and_wrapper_callables(tmp_path):

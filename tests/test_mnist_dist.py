@@ -78,9 +78,9 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys)
     assert main([*argv, "--epochs", "1", *resume]) == 0
     assert "nothing to train" in capsys.readouterr().out
     assert main([*argv, "--epochs", "2", *resume, "--mode", "hogwild"]) == 2
-    assert "was trained with --mode ddp, not hogwild" in capsys.readouterr().err
+    assert "was trained with --strategy ddp, not hogwild" in capsys.readouterr().err
     for bad, expected in (
-        (["--eval-interval", "1"], "--eval-interval is for --mode hogwild"),
+        (["--eval-interval", "1"], "--eval-interval is for the hogwild strategy"),
         (["--data-dir", str(tmp_path / "nowhere")], "MNIST files missing"),
     ):
         assert main([*argv, *bad]) == 2

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -24,6 +25,7 @@ from hogwild.precision import Precision
 from hogwild.procs import SharedFlag, die_with_parent
 from hogwild.run import CHECKPOINT
 from hogwild.rundir import RunDir
+from hogwild.sharing import sparse_parameters
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import checkpoint, keep_best
 from hogwild.supervised.config import FitConfig, epoch_lr
@@ -47,13 +49,17 @@ def ddp_step(
     micro: list[Any],
     precision: Precision,
     device: torch.device,
+    tables: Sequence[torch.nn.Parameter] = (),
 ) -> StepStats:
     """One synchronous step: all but the last micro-batch under ``no_sync``, so the ranks
-    all-reduce their gradients once per step, however many micro-batches it has."""
+    all-reduce their gradients once per step, however many micro-batches it has; the
+    sparse ``tables`` (which DDP ignores) are averaged after it (:func:`average_sparse`)."""
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)
     micro = [to_device(b, device) for b in micro]
     stats = backward_micro_batches(model, objective, micro, precision, model.no_sync, device)
+    for p in tables:
+        p.grad = average_sparse(p.grad, p)
     if precision.scaler is None:
         for opt in optimizers:
             opt.step()
@@ -62,6 +68,37 @@ def ddp_step(
             precision.scaler.step(opt)
         precision.scaler.update()
     return stats
+
+
+def average_sparse(grad: torch.Tensor | None, table: torch.Tensor) -> torch.Tensor:
+    """The ranks' mean of a table's sparse gradient, all of its rows gathered (padded to the
+    longest rank's). DDP's own sparse all-reduce over gloo corrupted the heap within a
+    minute on the 5M-rating recommender (benchmarks/sparse.py: SIGABRT, "malloc():
+    unaligned tcache chunk"), 3 runs of 3."""
+    world = dist.get_world_size()
+    if grad is None:  # this rank's batch looked up no row: it still takes part
+        grad = torch.sparse_coo_tensor(
+            torch.zeros((1, 0), dtype=torch.int64),
+            table.new_zeros((0, *table.shape[1:])),
+            table.shape,
+        )
+    grad = grad.coalesce()
+    rows, values = grad.indices()[0], grad.values()
+    counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(counts, torch.tensor([rows.numel()]))
+    longest = max(int(c) for c in counts)
+    padded_rows = rows.new_zeros(longest)
+    padded_rows[: rows.numel()] = rows
+    padded_values = values.new_zeros((longest, *values.shape[1:]))
+    padded_values[: rows.numel()] = values
+    all_rows = [torch.empty_like(padded_rows) for _ in range(world)]
+    all_values = [torch.empty_like(padded_values) for _ in range(world)]
+    dist.all_gather(all_rows, padded_rows)
+    dist.all_gather(all_values, padded_values)
+    n = [int(c) for c in counts]
+    indices = torch.cat([r[:k] for r, k in zip(all_rows, n, strict=True)])
+    summed = torch.cat([v[:k] for v, k in zip(all_values, n, strict=True)])
+    return torch.sparse_coo_tensor(indices[None], summed / world, table.shape)
 
 
 def rank_main(
@@ -134,6 +171,10 @@ class _Rank:
         model = task.model.to(device)
         if state is not None:
             model.load_state_dict(state["model"])
+        sparse = sparse_parameters(model)
+        self.tables = [p for p in model.parameters() if p in sparse]
+        ignored = [n for n, p in model.named_parameters() if p in sparse]
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(model, ignored)
         # DDP broadcasts rank 0's weights at construction, so all ranks start alike.
         self.model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None
@@ -251,7 +292,13 @@ class _Rank:
         start = time.monotonic()
         for i, group in enumerate(steps, 1):
             stats = ddp_step(
-                self.model, self.task.objective, self.optimizers, group, self.precision, device
+                self.model,
+                self.task.objective,
+                self.optimizers,
+                group,
+                self.precision,
+                device,
+                self.tables,
             )
             window[LOSS_SUM] += stats.loss_sum
             window[SEEN] += stats.samples

@@ -21,7 +21,7 @@ def flatten_parameters(module: nn.Module) -> torch.Tensor:
     if len(dtypes) != 1:
         raise ValueError(f"parameters must share one dtype, found {sorted(map(str, dtypes))}")
     flat = torch.cat([p.detach().reshape(-1) for p in params])
-    _assign_views(params, flat, grad=False)
+    assign_views(params, flat, grad=False)
     return flat
 
 
@@ -57,11 +57,12 @@ def attach_flat_grad(module: nn.Module, flat: torch.Tensor) -> torch.Tensor:
     call ``module.zero_grad()``, which would replace the views with ``None``.
     """
     grad = torch.zeros_like(flat)
-    _assign_views(list(module.parameters()), grad, grad=True)
+    assign_views(list(module.parameters()), grad, grad=True)
     return grad
 
 
-def _assign_views(params: list[nn.Parameter], flat: torch.Tensor, grad: bool) -> None:
+def assign_views(params: list[nn.Parameter], flat: torch.Tensor, grad: bool) -> None:
+    """Make ``params`` (or, with ``grad``, their ``.grad``) consecutive views of ``flat``."""
     offset = 0
     for p in params:
         n = p.numel()

@@ -19,7 +19,7 @@ from typing import cast
 import torch
 from torch import nn
 
-from hogwild.flat import _assign_views
+from hogwild.flat import assign_views
 
 __all__ = ["BUFFER_POLICIES", "BufferSlots", "FlatGroup", "SharedModel", "sparse_parameters"]
 
@@ -77,7 +77,7 @@ class SharedModel:
             tables = [p for p in trainable if p.dtype == dtype and p in sparse]
             ordered = dense + tables
             flat = torch.cat([p.detach().reshape(-1) for p in ordered]).share_memory_()
-            _assign_views(ordered, flat, grad=False)
+            assign_views(ordered, flat, grad=False)
             self.groups.append(
                 FlatGroup(
                     dtype,
@@ -115,7 +115,7 @@ class SharedModel:
         grads = []
         for g in self.groups:
             grad = torch.zeros(g.dense, dtype=g.dtype)
-            _assign_views(g.dense_params, grad, grad=True)
+            assign_views(g.dense_params, grad, grad=True)
             grads.append(grad)
         return grads
 

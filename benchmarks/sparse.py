@@ -249,11 +249,12 @@ def main() -> int:
     hog = next((r for r in out if r["setup"] == "hogwild"), None)
     if one and hog and one["samples_per_sec"]:
         speedup = hog["samples_per_sec"] / one["samples_per_sec"]
-        # The shortfall at W workers, read as rho * (W - 1) * k: k per colliding share.
-        k = max(args.workers / speedup - 1, 0.0) / max(stats["rho"] * (args.workers - 1), 1e-12)
         stats["speedup"] = speedup
-        for cores in (16, 64):
-            stats[f"predicted_{cores}"] = cores / (1 + stats["rho"] * (cores - 1) * k)
+        shortfall = args.workers / speedup - 1
+        if shortfall > 0:  # read as rho * (W - 1) * k: k per colliding share of a batch
+            k = shortfall / max(stats["rho"] * (args.workers - 1), 1e-12)
+            for cores in (16, 64):
+                stats[f"predicted_{cores}"] = cores / (1 + stats["rho"] * (cores - 1) * k)
     print(json.dumps(stats), flush=True)
     if args.json:
         with open(args.json, "w") as f:

@@ -7,14 +7,18 @@ from pathlib import Path
 
 import pytest
 import torch
+import user_models
 from tb_helpers import scalar_values
 from user_models import make_table_data
 
 from hogwild import EarlyStopping, UsageError, fit, load
 from hogwild.checkpoint import load_checkpoint
+from hogwild.supervised.config import FitConfig
+from hogwild.supervised.position import EpochPosition, resume_position, shape_of
 from hogwild.train import main
 
 CHANCE = 25.0  # four classes
+PER_WORKER = 2000 // 64 + 1  # a worker's steps per epoch: its 2000 samples in 64s
 
 
 def cli(tmp_path: Path, *extra: str) -> list[str]:
@@ -51,15 +55,57 @@ def test_a_users_module_trains_through_the_command_well_past_chance(trained):
 def test_resume_continues_the_epochs_and_the_optimizer_state(trained):
     first, resumed, _ = trained
     assert resumed["epoch"] == 3 and len(resumed["history"]) == 3
-    per_worker = 2000 // 64 + 1  # a worker's steps per epoch: its 2000 samples in 64s
     steps = [[int(g["steps"].sum()) for g in w] for w in resumed["optimizers"]["dense"]]
-    assert steps == [[3 * per_worker], [3 * per_worker]]  # not restarted from zero
+    assert steps == [[3 * PER_WORKER], [3 * PER_WORKER]]  # not restarted from zero
     before = first["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
     after = resumed["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
     assert before.abs().sum() > 0 and not torch.equal(before, after)
     assert resumed["history"][:2] == first["history"]
     assert resumed["history"][2]["val_loss"] < 0.75 * first["history"][0]["val_loss"]  # no restart
     assert resumed["val_accuracy"] >= first["val_accuracy"] - 3
+
+
+@pytest.mark.parametrize("strategy", ["hogwild", "ddp"])
+def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_path, monkeypatch):
+    marker = tmp_path / "stopped"
+    monkeypatch.setenv("STOP_ONCE", str(marker))  # SIGTERM at a worker's 10th step
+    train, val = make_table_data()
+    settings = dict(
+        step=user_models.stopping_step, val_data=val, workers=2,
+        epochs=1, batch_size=64, strategy=strategy, logdir=str(tmp_path),
+    )  # fmt: skip
+    first = fit(user_models.make_mlp, train, **settings)
+    assert marker.is_file() and first.exit_code == 143 and first.epochs_done == 0
+    position = load_checkpoint(first.checkpoint)["position"]
+    assert position["epoch"] == 0 and 0 < sum(position["done"]) < 2 * PER_WORKER
+    resumed = fit(user_models.make_mlp, train, resume=str(first.checkpoint), **settings)
+    assert resumed.exit_code == 0 and resumed.epochs_done == 1
+    # Every sample once: the stopped run's, then only what it had not done.
+    assert resumed.samples == resumed.history[0]["samples"] == len(train)
+    assert resumed.metrics["loss"] < 0.5  # chance: ln 4 = 1.39
+    saved = load_checkpoint(resumed.checkpoint)
+    assert saved["position"] is None
+    if strategy == "hogwild":
+        steps = [[int(g["steps"].sum()) for g in w] for w in saved["optimizers"]["dense"]]
+        assert steps == [[PER_WORKER], [PER_WORKER]]
+
+
+def test_a_resume_of_another_shape_redoes_the_stopped_epoch():
+    ck = {"epoch": 0, "position": EpochPosition(0, [3, 4], 448, 50.0, 1.0, {}).state()}
+    cfg = FitConfig(workers=2, resume="checkpoint.pt")
+    ck["position"]["shape"] = shape_of(cfg, 4000)
+    assert resume_position(ck, cfg, 4000, print) is not None
+    said: list[str] = []
+    assert (
+        resume_position(ck, FitConfig(workers=3, resume="checkpoint.pt"), 4000, said.append) is None
+    )
+    assert said == [
+        "checkpoint.pt stopped inside epoch 1, but this run's workers differ: "
+        "that epoch starts over"
+    ]
+    ck["position"]["done"] = [3]
+    with pytest.raises(UsageError, match="its position inside epoch 1 is damaged"):
+        resume_position(ck, cfg, 4000, print)
 
 
 def test_load_gives_back_the_trained_model(trained):

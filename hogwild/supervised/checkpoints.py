@@ -19,6 +19,7 @@ from hogwild.files import check_file_writable, check_writable, os_reason, write_
 from hogwild.refs import resolve
 from hogwild.rundir import config_dict
 from hogwild.supervised.config import FitConfig
+from hogwild.supervised.position import EpochPosition
 from hogwild.supervised.report import App
 from hogwild.supervised.task import build_model, one_line
 
@@ -121,10 +122,11 @@ def checkpoint(
     samples: int,
     elapsed: float,
     scaler: dict[str, Any] | None = None,
+    position: EpochPosition | None = None,
 ) -> dict[str, Any]:
     """Both strategies write this layout; ``config.strategy`` says which may resume it.
     ``book``: :meth:`EpochBook.state`; its last scores are also top-level keys
-    (``val_loss``, ``val_accuracy``)."""
+    (``val_loss``, ``val_accuracy``). ``position``: where a run cut inside an epoch was."""
     return {
         "format": app.checkpoint_format,
         "version": 1,
@@ -137,6 +139,7 @@ def checkpoint(
         **book,
         **{f"{book['split']}_{k}": v for k, v in book["metrics"].items()},
         "scaler": scaler,
+        "position": None if position is None else position.state(),
     }
 
 

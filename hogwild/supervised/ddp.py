@@ -23,7 +23,7 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -48,6 +48,7 @@ from hogwild.supervised.checkpoints import load_resume, resume_scaler, resumed_r
 from hogwild.supervised.config import FitConfig
 from hogwild.supervised.ddp_rank import rank_main, use_cuda
 from hogwild.supervised.optimizers import torch_optimizers
+from hogwild.supervised.position import resume_position
 from hogwild.supervised.report import App, FitResult
 from hogwild.supervised.task import Task, one_line
 
@@ -70,7 +71,7 @@ def train_ddp(
             "sparse embedding gradients cannot be all-reduced by NCCL: run ddp on the CPU "
             "(CUDA_VISIBLE_DEVICES=) or use the hogwild strategy"
         )
-    state = _resume_state(cfg, task, app) if cfg.resume else None
+    state = _resume_state(cfg, task, app, progress.print) if cfg.resume else None
     if state is not None and state["epoch"] >= cfg.epochs:
         progress.print(
             f"{cfg.resume} already holds {state['epoch']} epochs (--epochs {cfg.epochs}): "
@@ -128,9 +129,11 @@ def check_ddp(cfg: FitConfig) -> None:
     )
 
 
-def _resume_state(cfg: FitConfig, task: Task, app: App) -> dict[str, Any]:
-    """The checkpoint's weights and optimizer states, checked here (one line, exit 2) so
-    that the ranks only load what is known to fit."""
+def _resume_state(
+    cfg: FitConfig, task: Task, app: App, say: Callable[[str], None]
+) -> dict[str, Any]:
+    """The checkpoint's weights, optimizer states and position inside its epoch, checked
+    here (one line, exit 2) so that the ranks only load what is known to fit."""
     ck = load_resume(cfg, app)
     optimizers = torch_optimizers(cfg, task.model)
     try:
@@ -154,6 +157,7 @@ def _resume_state(cfg: FitConfig, task: Task, app: App) -> dict[str, Any]:
         "best": ck.get("best"),
         "scaler": resume_scaler(ck, cfg),
         "run_dir": resumed_run_dir(cfg),
+        "position": resume_position(ck, cfg, len(task.train), say),  # type: ignore[arg-type]
     }
 
 

@@ -32,6 +32,7 @@ from hogwild.supervised.config import FitConfig, epoch_lr
 from hogwild.supervised.data import batches
 from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.optimizers import torch_optimizers
+from hogwild.supervised.position import EpochPosition, shape_of
 from hogwild.supervised.report import App, FitResult, evaluate, progress_line, training_text
 from hogwild.supervised.steps import StepStats, backward_micro_batches, group_steps, to_device
 from hogwild.supervised.task import Objective, Task
@@ -198,6 +199,8 @@ class _Rank:
         self.start_epoch = state["epoch"] if state else 0
         self.samples = state["samples"] if state else 0
         self.elapsed0 = state["elapsed"] if state else 0.0
+        self.resume_at: EpochPosition | None = state["position"] if state else None
+        self._done = 0  # micro-batches stepped in the current epoch
         if state is not None:
             self.book.load(state)
         self._t0 = self._last_progress = 0.0
@@ -222,12 +225,17 @@ class _Rank:
         )
         self._t0 = time.monotonic() - self.elapsed0
         epoch, saved, stopped = self.start_epoch, True, False
+        position: EpochPosition | None = None
         try:
             while epoch < cfg.epochs:
                 saved = False
                 completed, train_time, epoch_samples, loss_sum = self._train_epoch(epoch)
                 if not completed:
                     stopped = True
+                    position = EpochPosition(
+                        epoch, [self._done] * cfg.workers, epoch_samples, loss_sum,
+                        train_time, shape_of(cfg, n),
+                    )  # fmt: skip
                     break
                 epoch += 1
                 reason = None
@@ -250,7 +258,7 @@ class _Rank:
         if not self.is_main:
             return
         if not saved:
-            self._save(epoch)  # stopped mid-epoch: as in hogwild, a resume redoes it
+            self._save(epoch, position)
         self._print(f"checkpoint: {self.checkpoint_path}")
         for line in self.book.closing_lines():
             self._print(line)
@@ -283,13 +291,22 @@ class _Rank:
                 param_group["lr"] = epoch_lr(cfg, epoch)
         self.sampler.set_epoch(epoch)
         order = torch.tensor(list(self.sampler), dtype=torch.int64)
-        read = batches(self.task.train, order, cfg.batch_size, cfg.loader_workers)
-        micro = list(itertools.islice(read, cfg.max_batches_per_epoch))
+        at, self.resume_at = self.resume_at, None
+        skip = at.skip(self.rank) if at is not None and at.epoch == epoch else 0
+        read = batches(
+            self.task.train, order[skip * cfg.batch_size :], cfg.batch_size, cfg.loader_workers
+        )
+        limit = None if cfg.max_batches_per_epoch is None else cfg.max_batches_per_epoch - skip
+        micro = list(itertools.islice(read, limit))
         steps = group_steps(micro, cfg.grad_accum)
         window = torch.zeros(len(WINDOW_SLOTS), dtype=torch.float64, device=device)
-        epoch_samples, epoch_loss = 0, 0.0
+        epoch_samples, epoch_loss, seconds0 = 0, 0.0, 0.0
+        if skip and at is not None:
+            epoch_samples, epoch_loss, seconds0 = at.samples, at.loss_sum, at.seconds
+            self._print(f"resuming epoch {epoch + 1} after its first {at.samples:,} samples")
+        self._done = skip
         self.model.train()
-        start = time.monotonic()
+        start = time.monotonic() - seconds0
         for i, group in enumerate(steps, 1):
             stats = ddp_step(
                 self.model,
@@ -300,6 +317,7 @@ class _Rank:
                 device,
                 self.tables,
             )
+            self._done += len(group)
             window[LOSS_SUM] += stats.loss_sum
             window[SEEN] += stats.samples
             if i % cfg.log_interval == 0 or i == len(steps):
@@ -363,9 +381,10 @@ class _Rank:
             self.best_path = keep_best(saved, self.app.prog) or self.best_path
         return self.book.stop_reason(epoch)
 
-    def _save(self, epoch: int) -> Path | None:
+    def _save(self, epoch: int, position: EpochPosition | None = None) -> Path | None:
         """The torch.optim states are identical on every rank: rank 0's are saved. So is
-        fp16's GradScaler: every rank sees the same all-reduced gradients."""
+        fp16's GradScaler: every rank sees the same all-reduced gradients. ``position``:
+        where the ranks stopped inside epoch ``epoch`` (all at the same step)."""
         scaler = self.precision.scaler
         state = checkpoint(
             self.app,
@@ -377,6 +396,7 @@ class _Rank:
             samples=self.samples,
             elapsed=time.monotonic() - self._t0,
             scaler=None if scaler is None else scaler.state_dict(),
+            position=position,
         )
         return save_checkpoint_or_warn(state, self.checkpoint_path, self.app.prog)
 

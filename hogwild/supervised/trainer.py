@@ -38,6 +38,13 @@ from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.live_eval import LiveEvaluation, check_live_evaluation
 from hogwild.supervised.multinode import agree_on_start, check_identical
 from hogwild.supervised.optimizers import make_optimizers
+from hogwild.supervised.position import (
+    EpochPosition,
+    ShardPositions,
+    resume_position,
+    shape_of,
+    shard_samples,
+)
 from hogwild.supervised.report import App, FitResult, evaluate, progress_line, training_text
 from hogwild.supervised.task import Task, one_line
 from hogwild.supervised.worker import TELEMETRY, EpochPlan, train_worker
@@ -113,7 +120,9 @@ class HogwildFit:
         self.buffer_slots = (
             BufferSlots(task.model, cfg.workers) if cfg.buffers == "average" else None
         )
+        self.positions = ShardPositions(cfg.workers)
         self.start_epoch, samples, self.elapsed0 = 0, 0, 0.0
+        self.resume_at: EpochPosition | None = None
         if resume is not None:
             samples = self._restore(resume)
         self._loss_window: list[tuple[float, int]] = []
@@ -137,10 +146,14 @@ class HogwildFit:
             except BaseException:
                 self.loop.close()
                 raise
+        if resume is not None and self.nodes == 1:
+            self.resume_at = resume_position(resume, cfg, len(task.train), self._print)  # type: ignore[arg-type]
         self.live_eval: LiveEvaluation | None = None
         self.epoch = self.start_epoch
         self.count = SampleCount(samples)
         self.best_path: Path | None = None
+        self._in_epoch = False  # a generation started and not completed
+        self._seconds0 = 0.0  # of the current epoch, before a resume
 
     @property
     def is_main(self) -> bool:
@@ -202,7 +215,8 @@ class HogwildFit:
 
     def next_generation(self, last: Generation | None, telemetry: BufferPool) -> Workers | None:
         """After an epoch's generation: score, log, checkpoint; then the next epoch's.
-        An epoch stopped before every worker finished does not count: a resume redoes it."""
+        An epoch stopped before every worker finished does not count; its checkpoint says
+        where each worker was (a resume goes on from there)."""
         cfg, loop = self.cfg, self.loop
         if last is None and cfg.eval_interval > 0 and self.is_main:
             self.live_eval = LiveEvaluation(
@@ -211,7 +225,8 @@ class HogwildFit:
             loop.watch(self.live_eval)
         if last is not None and last.completed:
             self.epoch += 1
-            if self._end_epoch(self.epoch, last.seconds):
+            self._in_epoch = False
+            if self._end_epoch(self.epoch, self._seconds0 + last.seconds):
                 self._last()
                 return None
         if loop.reason == ANOTHER_NODE:
@@ -241,6 +256,7 @@ class HogwildFit:
             loader_workers=cfg.loader_workers,
             node_rank=self.rank,
             nodes=self.nodes,
+            resume=self._take_resume(epoch),
         )
         workers = Workers(
             train_worker,
@@ -252,14 +268,44 @@ class HogwildFit:
                 self.task.objective,
                 plan,
                 self.buffer_slots,
+                self.positions,
             ),
             seed=cfg.seed + 100_003 * (epoch + 1) + 1_000_003 * self.rank,
         )
-        self.count.new_epoch()
-        self._epoch = epoch
+        self._epoch, self._in_epoch = epoch, True
         self.task.model.train()
-        self._start = time.monotonic()
+        self._start = time.monotonic() - self._seconds0
         return workers
+
+    def _take_resume(self, epoch: int) -> EpochPosition | None:
+        """The stopped run's position if ``epoch`` is the one it stopped in (once); the
+        epoch's count then starts from what it had done."""
+        position, self.resume_at = self.resume_at, None
+        self.count.new_epoch()
+        self._seconds0 = 0.0
+        if position is None or position.epoch != epoch:
+            return None
+        self.count.epoch, self.count.loss_sum = position.samples, position.loss_sum
+        self._seconds0 = position.seconds
+        self._print(f"resuming epoch {epoch + 1} after its first {position.samples:,} samples")
+        return position
+
+    def _position(self) -> EpochPosition | None:
+        """Where this epoch's workers are, for a checkpoint cut inside it (one node only:
+        under torchrun rank 0 knows only its own workers)."""
+        if not self._in_epoch or self.nodes > 1:
+            return None
+        cfg, n = self.cfg, len(self.task.train)  # type: ignore[arg-type]
+        done = self.positions.done()
+        return EpochPosition(
+            epoch=self._epoch,
+            done=done,
+            samples=shard_samples(n, cfg.workers, done, cfg.batch_size),
+            loss_sum=self.count.loss_sum,
+            seconds=time.monotonic() - self._start,
+            shape=shape_of(cfg, n),
+            seeds=self.positions.seeds(),
+        )
 
     def tick(self, ready: Sequence[Any], now: float) -> None:
         if self.live_eval is not None:
@@ -360,9 +406,13 @@ class HogwildFit:
         )
 
     def checkpoint_state(self) -> dict[str, Any]:
-        """Epochs done and the weights; stopped mid-epoch, the weights hold the partial
-        epoch's progress, the epoch count does not, so a resume redoes that epoch."""
+        """Epochs done, the weights, the optimizers; cut inside an epoch, also where each
+        worker was in its shard (:mod:`~hogwild.supervised.position`)."""
         opts = self.optimizers
+        position = self._position()
+        samples = self.count.total
+        if position is not None:  # the telemetry not yet sent is in the weights: count it
+            samples += position.samples - self.count.epoch
         return checkpoint(
             self.app,
             self.cfg,
@@ -373,8 +423,9 @@ class HogwildFit:
             },
             self.book.state(),
             epoch=self.epoch,
-            samples=self.count.total,
+            samples=samples,
             elapsed=time.monotonic() - self._t0,
+            position=position,
         )
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ from hogwild.procs import WorkerContext
 from hogwild.sharing import BufferSlots, SharedModel
 from hogwild.sparse import RowOptimizer
 from hogwild.supervised.data import batches, shard_indices
+from hogwild.supervised.position import EpochPosition, ShardPositions
 from hogwild.supervised.steps import StepStats, backward_micro_batches
 from hogwild.supervised.task import Objective
 
@@ -43,6 +44,7 @@ class EpochPlan:
     passes: int = 1  # >1 only for benchmarks that want a long steady window
     node_rank: int = 0  # under torchrun: this node's rank, and how many nodes share the data
     nodes: int = 1
+    resume: EpochPosition | None = None  # where a stopped run left this epoch
 
 
 @dataclass
@@ -64,8 +66,11 @@ def train_worker(
     objective: Objective,
     plan: EpochPlan,
     buffer_slots: BufferSlots | None,
+    positions: ShardPositions,
 ) -> None:
-    """One worker's epoch: lock-free steps over its shard, telemetry every ``log_interval``."""
+    """One worker's epoch: lock-free steps over its shard, telemetry every ``log_interval``.
+    A resumed epoch's worker takes the stopped one's order and skips what it stepped
+    through; a restarted worker redoes its shard in an order of its own."""
     model = shared.module
     grads = shared.attach_grads()
     tables = dict(shared.tables)
@@ -73,18 +78,26 @@ def train_worker(
     model.train()
     precision = Precision(plan.amp, "cpu")
     producer = pool.producer(ctx.rank)
+    seed, skip = ctx.seed, 0
+    if plan.resume is not None and ctx.incarnation == 0:
+        seed, skip = plan.resume.seeds[ctx.rank], plan.resume.skip(ctx.rank)
+    positions.start(ctx.rank, seed, skip)
     order = shard_indices(
         len(data),  # type: ignore[arg-type]
         plan.shuffle_seed,
         plan.node_rank * plan.num_workers + ctx.rank,
         plan.num_workers * plan.nodes,
-        ctx.seed,
+        seed,
     )
-    stream: Iterator[Any] = itertools.chain.from_iterable(
-        batches(data, order, plan.batch_size, plan.loader_workers) for _ in range(plan.passes)
+    stream: Iterator[Any] = itertools.chain(
+        batches(data, order[skip * plan.batch_size :], plan.batch_size, plan.loader_workers),
+        *(
+            batches(data, order, plan.batch_size, plan.loader_workers)
+            for _ in range(1, plan.passes)
+        ),
     )
     if plan.max_batches is not None:
-        stream = itertools.islice(stream, plan.max_batches)
+        stream = itertools.islice(stream, max(plan.max_batches - skip, 0))
     loss_sum = torch.zeros((), dtype=torch.float64)
     pending = 0
 
@@ -108,6 +121,7 @@ def train_worker(
         stats = hogwild_step(
             model, objective, micro, precision, grads, dense, tables, optimizers.rows, plan.lr
         )
+        positions.step(ctx.rank, len(micro))
         loss_sum.add_(stats.loss_sum)
         pending += stats.samples
         if i % plan.log_interval == 0:

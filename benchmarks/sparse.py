@@ -196,6 +196,8 @@ def run_setup(problem: Problem, setup: str, args: argparse.Namespace) -> dict:
         batch_size=args.batch_size,
         optimizer=args.optimizer,
         lr=args.lr,
+        table_optimizer=args.table_optimizer,
+        table_lr=args.table_lr,
         val_batch_size=65_536,
         log_interval=50,
         logdir=args.logdir,
@@ -228,8 +230,10 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=1024)
-    p.add_argument("--optimizer", default="adam")
+    p.add_argument("--optimizer", default="adam", help="the dense parameters'")
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--table-optimizer", default="adam", help="the sparse tables' rows'")
+    p.add_argument("--table-lr", type=float, default=0.01)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--logdir", default="runs/bench-sparse")
     p.add_argument("--json", help="also write the results here")

@@ -127,7 +127,7 @@ class RowAdam(RowOptimizer):
         self.table.index_add_(0, rows, m_rows / v_rows.sqrt_().add_(self.eps), alpha=-size)
 
 
-#: ``--optimizer`` name -> the row update its sparse tables take.
+#: ``--table-optimizer`` name -> its row update.
 SPARSE_OPTIMIZERS: dict[str, type[RowOptimizer]] = {
     "sgd": RowSGD,
     "adagrad": RowAdagrad,

@@ -22,7 +22,7 @@ def test_rows_a_batch_never_touches_stay_bitwise_unchanged(tmp_path):
     train, val = um.make_ratings()
     result = fit(
         model, train, step=um.rating_step, val_data=val, workers=2, epochs=3,
-        optimizer="adagrad", lr=0.2, logdir=str(tmp_path),
+        logdir=str(tmp_path),
     )  # fmt: skip
     assert result.exit_code == 0
     assert result.metrics["loss"] < 5 * NOISE  # from ~1.0
@@ -38,7 +38,7 @@ def test_the_ddp_strategy_learns_the_same_sparse_problem(tmp_path):
     train, val = um.make_ratings()
     result = fit(
         um.Recommender(), train, step=um.rating_step, val_data=val, workers=2, epochs=3,
-        optimizer="adagrad", lr=0.2, strategy="ddp", logdir=str(tmp_path),
+        strategy="ddp", logdir=str(tmp_path),
     )  # fmt: skip
     assert result.exit_code == 0 and result.epochs_done == 3
     assert result.metrics["loss"] < 5 * NOISE  # from ~1.0
@@ -53,7 +53,7 @@ def test_a_bag_of_words_on_embedding_bag_learns(tmp_path):
     train, val = um.make_docs()
     result = fit(
         um.Bag(), train, "cross_entropy", val_data=val, metrics=["accuracy"], workers=2,
-        epochs=3, optimizer="adam", lr=0.01, logdir=str(tmp_path),
+        epochs=3, logdir=str(tmp_path),
     )  # fmt: skip
     assert result.metrics["accuracy"] > 85.0  # chance: 50
 

@@ -174,10 +174,6 @@ def make_wrong_width_data() -> tuple[TensorDataset, None]:
     return TensorDataset(torch.randn(100, FEATURES + 1), torch.zeros(100, dtype=torch.int64)), None
 
 
-def make_rmsprop_unfit() -> nn.Module:
-    return Recommender()
-
-
 def dying_step(model: nn.Module, batch: list[torch.Tensor]) -> torch.Tensor:
     """The loss of a table batch; but the first worker to take its 5th step while
     $DIE_ONCE names a file that does not exist yet creates it and SIGKILLs itself."""

@@ -14,7 +14,7 @@ from typing import Any
 from hogwild.config import ENGINE, EngineConfig, check, redefault, setting
 from hogwild.mnist.data import default_data_dir
 from hogwild.mnist.model import MODELS
-from hogwild.supervised.config import TASK, TRAIN, FitConfig
+from hogwild.supervised.config import TABLE_LR, TASK, TRAIN, FitConfig
 
 PROG = "hogwild-mnist"
 DATA = "data"
@@ -61,6 +61,8 @@ class MnistConfig(FitConfig):
     )
     lr: float = redefault(FitConfig, "lr", 0.05)
     momentum: float = redefault(FitConfig, "momentum", 0.5)
+    table_optimizer: str = hidden(FitConfig, "table_optimizer", "adagrad")  # no tables
+    table_lr: float = hidden(FitConfig, "table_lr", TABLE_LR)
     lr_decay: float = redefault(FitConfig, "lr_decay", 0.7)
     strategy: str = redefault(FitConfig, "strategy", "hogwild", aliases=("--mode",))
     buffers: str = hidden(FitConfig, "buffers", "shared")

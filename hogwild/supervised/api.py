@@ -15,7 +15,6 @@ from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import check_output_paths, load_resume
 from hogwild.supervised.config import FitConfig
 from hogwild.supervised.ddp import check_ddp, train_ddp
-from hogwild.supervised.optimizers import check_sparse
 from hogwild.supervised.report import App, FitResult
 from hogwild.supervised.task import (
     Objective,
@@ -106,7 +105,6 @@ def run(
     """Check everything a run needs, in one line each, then train with ``cfg.strategy``."""
     app = app or App()
     preflight(cfg, app)
-    check_sparse(cfg, task.model)
     for data in (task.train, task.val):
         if data is not None:
             share_tensors(data)

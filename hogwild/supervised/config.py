@@ -17,6 +17,10 @@ TRAIN = "training"
 
 LOSSES = ("cross_entropy", "nll", "mse", "l1", "bce")
 OPTIMIZER_NAMES = ("sgd", "adam", "adagrad", "rmsprop")
+TABLE_OPTIMIZER_NAMES = ("adagrad", "sgd", "adam")  # those with a row update
+# Adagrad at 0.2, 3 epochs, 3 seeds: the recommender's val MSE 0.0137 (noise 0.01, start 1.05)
+# and the bag of words 98.0%; at 0.05 0.274 / 96.0%, SparseAdam 0.01 0.053 / 96.0%.
+TABLE_LR = 0.2
 STRATEGIES = ("hogwild", "ddp")
 
 
@@ -115,8 +119,7 @@ class FitConfig(EngineConfig):
     optimizer: str = setting(
         "sgd",
         "dense parameters: sgd (with --momentum), adam, adagrad or rmsprop, its state shared "
-        "(one per worker); sparse embedding rows: plain SGD, Adagrad or SparseAdam's lazy "
-        "Adam, one state for all workers (rmsprop has no row update)",
+        "(one per worker); sparse embedding tables take --table-optimizer",
         group=TRAIN,
         choices=OPTIMIZER_NAMES,
     )
@@ -125,6 +128,17 @@ class FitConfig(EngineConfig):
     lr: float = setting(0.05, "learning rate", group=TRAIN, above=0)
     momentum: float = setting(
         0.9, "SGD momentum (dense parameters)", group=TRAIN, min=0, max=1, metavar="M"
+    )
+    table_optimizer: str = setting(
+        "adagrad",
+        "sparse embedding tables (nn.Embedding/EmbeddingBag(sparse=True)): each touched row "
+        "updated in place, one state for all workers: adagrad (PyTorch-BigGraph's and "
+        "TorchRec's default), sgd (no momentum) or adam (SparseAdam's lazy Adam)",
+        group=TRAIN,
+        choices=TABLE_OPTIMIZER_NAMES,
+    )
+    table_lr: float = setting(
+        TABLE_LR, "learning rate of the sparse tables' rows", group=TRAIN, above=0
     )
     weight_decay: float = setting(
         0.0, "L2 penalty (dense parameters)", group=TRAIN, min=0, metavar="X"
@@ -178,6 +192,7 @@ class FitConfig(EngineConfig):
         check(self)
 
 
-def epoch_lr(cfg: FitConfig, epoch: int) -> float:
-    """Step decay per epoch (``StepLR(step_size=1, gamma=lr_decay)``); epochs count from 0."""
-    return cfg.lr * cfg.lr_decay**epoch
+def epoch_lr(cfg: FitConfig, epoch: int, table: bool = False) -> float:
+    """Step decay per epoch (``StepLR(step_size=1, gamma=lr_decay)``) of ``--lr`` or, for
+    the sparse tables, ``--table-lr``; epochs count from 0."""
+    return (cfg.table_lr if table else cfg.lr) * cfg.lr_decay**epoch

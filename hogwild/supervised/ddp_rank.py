@@ -286,9 +286,11 @@ class _Rank:
     def _train_epoch(self, epoch: int) -> tuple[bool, float, int, float]:
         """One epoch of synchronous steps; False if the ranks agreed to stop before its end."""
         cfg, device = self.cfg, self.device
+        tables = {id(p) for p in self.tables}
         for opt in self.optimizers:
             for param_group in opt.param_groups:
-                param_group["lr"] = epoch_lr(cfg, epoch)
+                table = id(param_group["params"][0]) in tables
+                param_group["lr"] = epoch_lr(cfg, epoch, table)
         self.sampler.set_epoch(epoch)
         order = torch.tensor(list(self.sampler), dtype=torch.int64)
         at, self.resume_at = self.resume_at, None

@@ -25,7 +25,8 @@ log = logging.getLogger(__name__)
 # Settings that must be the same on every node of a torchrun job: they decide the shards,
 # the schedule and what is trained. An app adds its own (App.same_on_every_node).
 SAME_ON_EVERY_NODE = (
-    "strategy", "model", "data", "loss", "step", "optimizer", "batch_size", "grad_accum",
+    "strategy", "model", "data", "loss", "step", "optimizer", "table_optimizer", "table_lr",
+    "batch_size", "grad_accum",
     "amp", "epochs", "lr", "momentum", "weight_decay", "lr_decay", "seed", "workers",
     "max_batches_per_epoch", "target", "monitor", "buffers",
 )  # fmt: skip

@@ -6,7 +6,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from hogwild.errors import UsageError
 from hogwild.optim import SharedAdagrad, SharedAdam, SharedOptimizer, SharedRMSprop, SharedSGD
 from hogwild.sharing import SharedModel, sparse_parameters
 from hogwild.sparse import SPARSE_OPTIMIZERS
@@ -24,17 +23,6 @@ def dense_optimizer(cfg: FitConfig, vector: torch.Tensor) -> SharedOptimizer:
     return SharedSGD(vector, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
 
 
-def check_sparse(cfg: FitConfig, model: nn.Module) -> None:
-    """Sparse tables take only the optimizers that have a row update."""
-    if cfg.optimizer not in SPARSE_OPTIMIZERS and sparse_parameters(model):
-        raise UsageError(
-            f"--optimizer {cfg.optimizer} cannot step the sparse gradients of "
-            "nn.Embedding/EmbeddingBag(sparse=True): use "
-            + ", ".join(SPARSE_OPTIMIZERS)
-            + ", or build the embeddings with sparse=False"
-        )
-
-
 def make_optimizers(cfg: FitConfig, shared: SharedModel, workers: int) -> Optimizers:
     """One dense optimizer per worker and group, one row optimizer per table; all shared."""
     dense = [
@@ -42,7 +30,7 @@ def make_optimizers(cfg: FitConfig, shared: SharedModel, workers: int) -> Optimi
         for _ in range(workers)
     ]
     rows = {
-        name: SPARSE_OPTIMIZERS[cfg.optimizer](p.data, lr=cfg.lr).share_memory()
+        name: SPARSE_OPTIMIZERS[cfg.table_optimizer](p.data, lr=cfg.table_lr).share_memory()
         for name, p in shared.tables
     }
     return Optimizers(dense, rows)
@@ -50,7 +38,8 @@ def make_optimizers(cfg: FitConfig, shared: SharedModel, workers: int) -> Optimi
 
 def torch_optimizers(cfg: FitConfig, model: nn.Module) -> list[torch.optim.Optimizer]:
     """DDP's: ``torch.optim`` for the dense parameters, and for the sparse tables the
-    optimizer with the rows' semantics (SGD without momentum, Adagrad, SparseAdam)."""
+    ``--table-optimizer`` with the rows' semantics (SGD without momentum, Adagrad,
+    SparseAdam)."""
     sparse = sparse_parameters(model)
     dense = [p for p in model.parameters() if p.requires_grad and p not in sparse]
     out: list[torch.optim.Optimizer] = []
@@ -69,10 +58,10 @@ def torch_optimizers(cfg: FitConfig, model: nn.Module) -> list[torch.optim.Optim
             )
     if sparse:
         tables = [p for p in model.parameters() if p in sparse]
-        if cfg.optimizer == "adam":
-            out.append(torch.optim.SparseAdam(tables, lr=cfg.lr))
-        elif cfg.optimizer == "adagrad":
-            out.append(torch.optim.Adagrad(tables, lr=cfg.lr))
+        if cfg.table_optimizer == "adam":
+            out.append(torch.optim.SparseAdam(tables, lr=cfg.table_lr))
+        elif cfg.table_optimizer == "adagrad":
+            out.append(torch.optim.Adagrad(tables, lr=cfg.table_lr))
         else:
-            out.append(torch.optim.SGD(tables, lr=cfg.lr))
+            out.append(torch.optim.SGD(tables, lr=cfg.table_lr))
     return out

@@ -249,6 +249,7 @@ class HogwildFit:
             num_workers=cfg.workers,
             batch_size=cfg.batch_size,
             lr=epoch_lr(cfg, epoch),
+            table_lr=epoch_lr(cfg, epoch, table=True),
             grad_accum=cfg.grad_accum,
             amp=cfg.amp,
             log_interval=cfg.log_interval,

@@ -36,6 +36,7 @@ class EpochPlan:
     num_workers: int
     batch_size: int  # of a micro-batch
     lr: float
+    table_lr: float
     grad_accum: int = 1  # micro-batches per step
     amp: str = "off"
     log_interval: int = 10
@@ -119,7 +120,16 @@ def train_worker(
         if ctx.should_stop():
             break
         stats = hogwild_step(
-            model, objective, micro, precision, grads, dense, tables, optimizers.rows, plan.lr
+            model,
+            objective,
+            micro,
+            precision,
+            grads,
+            dense,
+            tables,
+            optimizers.rows,
+            plan.lr,
+            plan.table_lr,
         )
         positions.step(ctx.rank, len(micro))
         loss_sum.add_(stats.loss_sum)
@@ -148,9 +158,11 @@ def hogwild_step(
     tables: dict[str, torch.nn.Parameter],
     rows: dict[str, RowOptimizer],
     lr: float,
+    table_lr: float | None = None,
 ) -> StepStats:
     """One lock-free step: the micro-batches' gradients add up in the worker's private
-    buffers, then each dense vector and each touched row of each table is updated."""
+    buffers, then each dense vector (at ``lr``) and each touched row of each table (at
+    ``table_lr``, by default ``lr``) is updated."""
     if precision.scaler is not None:
         raise ValueError("a Hogwild! step has no GradScaler: fp16 is for ddp on CUDA")
     for grad in grads:
@@ -163,5 +175,5 @@ def hogwild_step(
             opt.step(grad, 0, lr=lr)
     for name, p in tables.items():
         if p.grad is not None:
-            rows[name].step(p.grad, lr=lr)
+            rows[name].step(p.grad, lr=lr if table_lr is None else table_lr)
     return stats

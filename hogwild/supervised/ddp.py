@@ -1,14 +1,14 @@
 """``--strategy ddp``: the synchronous baseline, on the same model, data and logging.
 
-The parent moves in-memory data to shared memory and spawns ``--workers`` ranks with
-``torch.multiprocessing``; the task (model, datasets, objective, metrics) travels to
-them by pickle, shared tensors by handle. Each rank joins a process group (gloo, or NCCL
-when every rank has a GPU) over 127.0.0.1, trains the model wrapped in
-``DistributedDataParallel`` on its ``DistributedSampler`` shard of each epoch and steps
-``torch.optim`` twins of the shared optimizers (sparse tables: SGD, Adagrad, SparseAdam,
-gloo all-reducing their sparse gradients): every step waits for everyone's gradients,
-which is exactly the cost Hogwild! avoids. Rank 0 alone scores, logs and checkpoints,
-and sends its console lines to the parent.
+The parent starts ``--workers`` ranks with ``torch.multiprocessing``: forked on the CPU
+(``--start-method``), spawned with a GPU per rank (CUDA does not survive fork), the task
+(model, datasets, objective, metrics) then travelling by pickle and shared tensors by
+handle. Each rank joins a process group (gloo, or NCCL when every rank has a GPU) over
+127.0.0.1, trains the model wrapped in ``DistributedDataParallel`` on its
+``DistributedSampler`` shard of each epoch and steps ``torch.optim`` twins of the shared
+optimizers (sparse tables: SGD, Adagrad, SparseAdam on the ranks' gathered rows): every
+step waits for everyone's gradients, which is exactly the cost Hogwild! avoids. Rank 0
+alone scores, logs and checkpoints, and sends its console lines to the parent.
 
 Ctrl-C or SIGTERM sets a flag the ranks agree on at their next telemetry round; rank 0
 then saves a checkpoint and everyone leaves. A rank that dies stops the run (exit 1):
@@ -17,6 +17,7 @@ its peers cannot go on without it.
 
 from __future__ import annotations
 
+import importlib
 import io
 import logging
 import os
@@ -40,7 +41,7 @@ from hogwild.console import Progress
 from hogwild.distributed import launched_by_torchrun
 from hogwild.errors import UsageError
 from hogwild.precision import check_amp
-from hogwild.procs import SharedFlag
+from hogwild.procs import SharedFlag, resolve_start_method
 from hogwild.sharing import sparse_parameters
 from hogwild.shutdown import GracefulShutdown
 from hogwild.supervised.callbacks import Callback
@@ -79,7 +80,14 @@ def train_ddp(
         )
         return FitResult(0, None, None, state["epoch"], state["samples"], model=task.model)
 
-    ctx = mp.get_context("spawn")
+    # Spawned ranks cost a Python start and a torch import each (~4 s on a busy 2-core box).
+    method = "spawn" if use_cuda(cfg.workers) else cfg.start_method
+    if method == "fork":
+        torch.set_num_threads(1)  # GNU OpenMP does not survive fork (see HogwildFit)
+        # DDP's constructor imports torch._dynamo (2-5 s here): once in this process, then
+        # inherited by every rank of every later run, instead of once per rank per run.
+        importlib.import_module("torch._dynamo")
+    ctx = mp.get_context(method)
     stop = SharedFlag(ctx)
     messages = ctx.SimpleQueue()
     args = (cfg, task, app, list(callbacks), _free_port(), state, stop, messages, os.getpid())
@@ -87,7 +95,7 @@ def train_ddp(
     exit_code = 0
     with GracefulShutdown(on_request=stop.set) as shutdown:
         context = mp.start_processes(
-            rank_main, args=args, nprocs=cfg.workers, join=False, start_method="spawn"
+            rank_main, args=args, nprocs=cfg.workers, join=False, start_method=method
         )
         shutdown.on_force = lambda: _kill(context)
         try:
@@ -120,6 +128,7 @@ def check_ddp(cfg: FitConfig) -> None:
     """What ddp refuses before anything is read (:func:`~hogwild.supervised.api.preflight`)."""
     if launched_by_torchrun():
         raise UsageError("--strategy ddp starts its own ranks: run it without torchrun")
+    cfg.start_method = resolve_start_method(cfg.start_method)
     if cfg.eval_interval > 0:
         raise UsageError("--eval-interval is for the hogwild strategy (ddp scores each epoch)")
     check_amp(

@@ -1,4 +1,4 @@
-"""One ``--strategy ddp`` rank, in its own spawned process: synchronous steps, rank 0
+"""One ``--strategy ddp`` rank, in its own process: synchronous steps, rank 0
 scores, logs and checkpoints (:mod:`hogwild.supervised.ddp`)."""
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def rank_main(
     messages: Any,
     parent_pid: int,
 ) -> None:
-    """One rank, in its own spawned process."""
+    """One rank, in its own forked or spawned process."""
     die_with_parent(parent_pid)  # SIGKILL, not spawn's SIGINT (ignored below), if it dies
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent: it sets `stop`
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())

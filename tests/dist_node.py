@@ -1,4 +1,5 @@
-"""A node for tests/test_distributed.py, launched by torchrun: NodeSync with a busy "worker".
+"""A node for tests/test_distributed.py: NodeSync with a busy "worker", in a process that
+has torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) set.
 
 Each node starts from different parameters (rank 0's win via the initial broadcast), a
 background thread keeps changing them in place like a Hogwild! worker would, a few
@@ -16,9 +17,9 @@ import torch
 from hogwild.distributed import NodeSync
 
 
-def main(out_dir: str, rounds: int) -> None:
+def main(out_dir: str, rounds: int, seed: int) -> None:
     params = torch.full((1000,), 0.0)
-    params.normal_(generator=torch.Generator().manual_seed(1234 + int(sys.argv[3])))
+    params.normal_(generator=torch.Generator().manual_seed(1234 + seed))
     sync = NodeSync(params, num_counters=2, sync_every=0.05, timeout=20)
     after_broadcast = params.clone()
     stop = threading.Event()
@@ -50,4 +51,4 @@ def main(out_dir: str, rounds: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -180,11 +180,13 @@ def _ddp_rank(rank: int, port: int, images: torch.Tensor, labels: torch.Tensor, 
 
 @pytest.mark.usefixtures("hang_guard")
 def test_ddp_accumulation_all_reduces_once_per_step_and_equals_one_big_batch(images):
-    ctx = mp.get_context("spawn")
+    # Forked, not spawned as the app's ranks are: this is about ddp_step, and a spawned
+    # rank spends ~4 s importing torch here.
+    ctx = mp.get_context("fork")
     out = ctx.SimpleQueue()
     x, y = images
     mp.start_processes(
-        _ddp_rank, args=(free_port(), x, y, out), nprocs=2, join=True, start_method="spawn"
+        _ddp_rank, args=(free_port(), x, y, out), nprocs=2, join=True, start_method="fork"
     )
     results = [out.get() for _ in range(2)]
     for rank, counts, off_whole, moved, _ in results:

@@ -116,7 +116,8 @@ def test_ddp_sigterm_stops_every_rank_and_saves(mnist_dir, tmp_path):
     assert b"Traceback" not in err
     (run,) = (tmp_path / "runs").iterdir()
     ckpt = torch.load(run / "checkpoint.pt", weights_only=True)
-    assert ckpt["epoch"] == 0 and ckpt["samples"] > 0  # mid-epoch: redone on resume
+    assert ckpt["epoch"] == 0 and ckpt["samples"] > 0
+    assert ckpt["position"]["samples"] == ckpt["samples"]  # mid-epoch: a resume goes on there
     assert all(pid_gone(pid) for pid in ranks), "a rank outlived the parent"
     deadline = time.monotonic() + 10
     while not all(pid_gone(pid) for pid in children):

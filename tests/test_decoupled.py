@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 from proc_helpers import child_pids, folder_state, pid_gone, under_load, wait_until
+from run_helpers import RecentEpisodes
 from tb_helpers import scalar_points
 
 from a3c.api import config_for
-from a3c.run.callbacks import RunEvent
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train
 from a3c.train import main as train_main
@@ -34,36 +34,6 @@ def ppo_run(tmp_path: Path, callbacks=(), **kw) -> tuple[A3CConfig, object]:
         logdir=str(tmp_path), seed=2, **kw,
     )  # fmt: skip
     return cfg, train(cfg, callbacks=list(callbacks))
-
-
-class RecentEpisodes:
-    """A callback that stops the run once its last ``n`` training episodes (whole log
-    windows of them) average ``target`` or more; ``reached_at``: the step it did."""
-
-    def __init__(self, n: int, target: float) -> None:
-        self.n, self.target = n, target
-        self.windows: list[tuple[int, float]] = []  # (episodes, their sum), newest first
-        self.episodes = 0
-        self.reached_at: int | None = None
-
-    def __call__(self, event: RunEvent) -> bool | None:
-        if event.kind != "log":
-            return None
-        new, self.episodes = event.episodes - self.episodes, event.episodes
-        if new:  # the window's mean return is over its episodes
-            self.windows.insert(0, (new, event.stats["charts/episodic_return"] * new))
-        count = total = 0.0
-        for i, (episodes, returns) in enumerate(self.windows):
-            count, total = count + episodes, total + returns
-            if count >= self.n:
-                del self.windows[i + 1 :]
-                break
-        else:
-            return None
-        if total / count < self.target:
-            return None
-        self.reached_at = event.env_steps
-        return False
 
 
 @pytest.mark.slow

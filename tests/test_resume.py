@@ -15,6 +15,7 @@ import time
 import pytest
 import torch
 from proc_helpers import descendants, folder_state, pid_gone, under_load, wait_until
+from run_helpers import RecentEpisodes
 from tb_helpers import scalar_points
 
 from a3c.learning.normalize import RunningMeanStd
@@ -201,8 +202,9 @@ def test_resumed_workers_draw_fresh_seeds_reproducibly(tmp_path):
 def test_one_step_rollouts_of_one_env_learn(tmp_path):
     """--n-steps 1 --envs-per-worker 1: one sample per update, whose explained variance
     is undefined; that figure once vetoed every update (NonFiniteUpdates), leaving the
-    policy random. One worker: the run is the same every time (60 at 7.2k steps, 100 at
-    11.3k, at ~500 updates/s)."""
+    policy random. One worker: the run is the same every time (its last 20 episodes
+    averaged 60 at 4.9k steps; its 100-episode mean, the random start's included, at 7.1k)."""
+    recent = RecentEpisodes(20, 60.0)
     r = train(
         config_for(
             "CartPole-v1",
@@ -210,15 +212,16 @@ def test_one_step_rollouts_of_one_env_learn(tmp_path):
             n_steps=1,
             envs_per_worker=1,
             total_steps=60_000,
-            target_return=60.0,
+            target_return=1e9,
             eval_interval=0.0,
             logdir=str(tmp_path),
             seed=1,
-        )
+        ),
+        callbacks=[recent],
     )
     assert r.exit_code == 0
-    # A random policy's CartPole episodes average ~22 steps.
-    assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
+    # A random policy's CartPole episodes average ~22 steps; 20 of them, below 35.
+    assert recent.reached_at is not None, f"not by {r.env_steps} steps"
 
 
 def test_the_global_step_count_never_dips_at_a_sync_round():
@@ -315,7 +318,7 @@ def test_kill_9_of_the_main_process_leaves_nothing_and_resumes(tmp_path):
     run = ckpts[0].parent
     saved = load_checkpoint(run / "checkpoint.pt")
     best = load_checkpoint(run / "best.pt")
-    extra = 5_000
+    extra = 1_000
     code = train_main(
         [
             "--resume",

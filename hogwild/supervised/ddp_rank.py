@@ -298,7 +298,9 @@ class _Rank:
         read = batches(
             self.task.train, order[skip * cfg.batch_size :], cfg.batch_size, cfg.loader_workers
         )
-        limit = None if cfg.max_batches_per_epoch is None else cfg.max_batches_per_epoch - skip
+        limit = (
+            None if cfg.max_batches_per_epoch is None else max(cfg.max_batches_per_epoch - skip, 0)
+        )
         micro = list(itertools.islice(read, limit))
         steps = group_steps(micro, cfg.grad_accum)
         window = torch.zeros(len(WINDOW_SLOTS), dtype=torch.float64, device=device)

@@ -174,18 +174,28 @@ def make_wrong_width_data() -> tuple[TensorDataset, None]:
     return TensorDataset(torch.randn(100, FEATURES + 1), torch.zeros(100, dtype=torch.int64)), None
 
 
+_STEPS = [0]  # this process's calls of the steps below
+
+
+def _first_at(step: int, env: str) -> bool:
+    """Whether this call is this process's ``step``-th in a worker (not the main process's
+    first-batch check) and the first anywhere: $``env`` names a file not yet made, made now."""
+    _STEPS[0] += 1
+    marker = os.environ.get(env)
+    if not marker or _STEPS[0] != step or multiprocessing.parent_process() is None:
+        return False
+    try:
+        Path(marker).touch(exist_ok=False)
+    except FileExistsError:
+        return False
+    return True
+
+
 def dying_step(model: nn.Module, batch: list[torch.Tensor]) -> torch.Tensor:
     """The loss of a table batch; but the first worker to take its 5th step while
     $DIE_ONCE names a file that does not exist yet creates it and SIGKILLs itself."""
-    marker = os.environ.get("DIE_ONCE")
-    dying_step.calls = getattr(dying_step, "calls", 0) + 1  # type: ignore[attr-defined]
-    if marker and dying_step.calls == 5:  # type: ignore[attr-defined]
-        try:
-            Path(marker).touch(exist_ok=False)
-        except FileExistsError:
-            pass
-        else:
-            os.kill(os.getpid(), signal.SIGKILL)
+    if _first_at(5, "DIE_ONCE"):
+        os.kill(os.getpid(), signal.SIGKILL)
     x, y = batch
     return F.cross_entropy(model(x), y)
 
@@ -194,15 +204,7 @@ def stopping_step(model: nn.Module, batch: list[torch.Tensor]) -> torch.Tensor:
     """The loss of a table batch; but the first worker or rank to take its 10th step while
     $STOP_ONCE names a file that does not exist yet creates it and sends the main process
     SIGTERM: a stop from outside, inside an epoch."""
-    marker = os.environ.get("STOP_ONCE")
-    stopping_step.calls = getattr(stopping_step, "calls", 0) + 1  # type: ignore[attr-defined]
-    in_worker = multiprocessing.parent_process() is not None  # not the main process's check
-    if marker and in_worker and stopping_step.calls == 10:  # type: ignore[attr-defined]
-        try:
-            Path(marker).touch(exist_ok=False)
-        except FileExistsError:
-            pass
-        else:
-            os.kill(os.getppid(), signal.SIGTERM)
+    if _first_at(10, "STOP_ONCE"):
+        os.kill(os.getppid(), signal.SIGTERM)
     x, y = batch
     return F.cross_entropy(model(x), y)

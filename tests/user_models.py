@@ -174,15 +174,16 @@ def make_wrong_width_data() -> tuple[TensorDataset, None]:
     return TensorDataset(torch.randn(100, FEATURES + 1), torch.zeros(100, dtype=torch.int64)), None
 
 
-_STEPS = [0]  # this process's calls of the steps below
+_CALLS: dict[str, int] = {}  # this process's calls of each step below, by its variable
 
 
 def _first_at(step: int, env: str) -> bool:
-    """Whether this call is this process's ``step``-th in a worker (not the main process's
-    first-batch check) and the first anywhere: $``env`` names a file not yet made, made now."""
-    _STEPS[0] += 1
+    """Whether this call, in a worker (not the main process's first-batch check), is at
+    least its ``step``-th and the first anywhere: $``env`` names a file not yet made, made
+    now."""
+    _CALLS[env] = _CALLS.get(env, 0) + 1
     marker = os.environ.get(env)
-    if not marker or _STEPS[0] != step or multiprocessing.parent_process() is None:
+    if not marker or _CALLS[env] < step or multiprocessing.parent_process() is None:
         return False
     try:
         Path(marker).touch(exist_ok=False)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
@@ -279,6 +279,20 @@ def torchrun(port: int, *args: str, **popen) -> subprocess.Popen:
     return subprocess.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
     )
+
+
+def join_all(procs: list[Any], timeout: float, what: str) -> None:
+    """Join every started ``multiprocessing`` process, each within ``timeout``, asserting
+    it exited 0; any still alive afterwards is killed and reaped."""
+    try:
+        for p in procs:
+            p.join(timeout)
+            assert p.exitcode == 0, f"{what} exited with {p.exitcode}"
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
 
 
 def finish(procs: list[subprocess.Popen], timeout: float) -> list[tuple[int, str, str]]:

@@ -27,6 +27,7 @@ from proc_helpers import (
     finish,
     folder_state,
     free_port,
+    join_all,
     kill_tree,
     pid_gone,
     torchrun,
@@ -60,15 +61,7 @@ def test_node_sync_averages_and_ends_identical(tmp_path):
     nodes = [ctx.Process(target=_fork_node, args=(r, port, str(tmp_path))) for r in (0, 1)]
     for node in nodes:
         node.start()
-    try:
-        for node in nodes:
-            node.join(90)
-            assert node.exitcode == 0, f"node exited with {node.exitcode}"
-    finally:
-        for node in nodes:
-            if node.is_alive():
-                node.kill()
-                node.join(5)
+    join_all(nodes, 90, "node")
     a, b = (torch.load(tmp_path / f"node{r}.pt", weights_only=True) for r in (0, 1))
     assert torch.equal(a["broadcast"], b["broadcast"]), "all nodes start from rank 0's model"
     assert torch.equal(a["final"], b["final"]), "after the final round the models are identical"

@@ -6,6 +6,7 @@ import multiprocessing as mp
 
 import pytest
 import torch
+from proc_helpers import join_all
 from torch import nn
 
 from hogwild.checkpoint import load_checkpoint, save_checkpoint
@@ -140,15 +141,7 @@ def _run_workers(opt, steps: int, workers: int = 2) -> None:
     ]
     for p in procs:
         p.start()
-    try:
-        for p in procs:
-            p.join(30)
-            assert p.exitcode == 0, f"stepping process exited with {p.exitcode}"
-    finally:
-        for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join(5)
+    join_all(procs, 30, "stepping process")
 
 
 def test_two_processes_stepping_one_shared_adam_leave_one_consistent_state():

@@ -72,7 +72,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
     train, val = make_table_data()
     settings = dict(
         step=user_models.stopping_step, val_data=val, workers=2,
-        epochs=1, batch_size=64, strategy=strategy, logdir=str(tmp_path),
+        epochs=1, strategy=strategy, logdir=str(tmp_path),
     )  # fmt: skip
     first = fit(user_models.make_mlp, train, **settings)
     assert marker.is_file() and first.exit_code == 143 and first.epochs_done == 0

@@ -114,7 +114,7 @@ class SharedModel:
         (a worker's private buffers); the tables' sparse gradients come from autograd."""
         grads = []
         for g in self.groups:
-            grad = torch.zeros(g.dense, dtype=g.dtype)
+            grad = torch.zeros(g.dense, dtype=g.dtype, device=g.flat.device)
             assign_views(g.dense_params, grad, grad=True)
             grads.append(grad)
         return grads
@@ -149,7 +149,7 @@ class BufferSlots:
         done = self.done.nonzero().flatten()
         if done.numel():
             for n, b in module.named_buffers():
-                slot = self.slots[n].index_select(0, done)
+                slot = self.slots[n].index_select(0, done).to(b.device)
                 if b.is_floating_point():
                     b.copy_(slot.mean(0))
                 else:

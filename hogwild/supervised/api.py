@@ -65,9 +65,9 @@ def fit(
     ``settings``: any field of :class:`~hogwild.supervised.config.FitConfig`, e.g.
     ``workers=4, epochs=3, lr=0.05, strategy="ddp"``. ``out`` receives the console lines.
 
-    Workers fork by default; with ``start_method="spawn"`` (and for ``strategy="ddp"``,
-    which always spawns) the calling script must guard its entry point with
-    ``if __name__ == "__main__":``, as ``torch.multiprocessing`` requires.
+    Workers fork by default; where they are spawned (``start_method="spawn"``,
+    ``device="cuda"``, ddp with a GPU per rank) the calling script must guard its entry
+    point with ``if __name__ == "__main__":``, as ``torch.multiprocessing`` requires.
     """
     names = {f.name for f in dataclasses.fields(FitConfig)}
     unknown = sorted(set(settings) - names)

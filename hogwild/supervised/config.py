@@ -22,6 +22,7 @@ TABLE_OPTIMIZER_NAMES = ("adagrad", "sgd", "adam")  # those with a row update
 # and the bag of words 98.0%; at 0.05 0.274 / 96.0%, SparseAdam 0.01 0.053 / 96.0%.
 TABLE_LR = 0.2
 STRATEGIES = ("hogwild", "ddp")
+DEVICES = ("auto", "cpu", "cuda")
 
 
 @dataclass
@@ -157,6 +158,14 @@ class FitConfig(EngineConfig):
         "DistributedDataParallel ranks (gloo on CPU, NCCL with a GPU per rank), the baseline",
         group=ENGINE,
         choices=STRATEGIES,
+    )
+    device: str = setting(
+        "auto",
+        "cuda: hogwild shares the model on one GPU (its workers start with spawn), ddp "
+        "puts a GPU under each rank; cpu; auto: ddp on a GPU per rank if there are enough, "
+        "hogwild on the CPU",
+        group=ENGINE,
+        choices=DEVICES,
     )
     buffers: str = setting(
         "shared",

@@ -47,7 +47,8 @@ from hogwild.shutdown import GracefulShutdown
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import load_resume, resume_scaler, resumed_run_dir
 from hogwild.supervised.config import FitConfig
-from hogwild.supervised.ddp_rank import rank_main, use_cuda
+from hogwild.supervised.ddp_rank import rank_main
+from hogwild.supervised.devices import ddp_on_cuda
 from hogwild.supervised.optimizers import torch_optimizers
 from hogwild.supervised.position import resume_position
 from hogwild.supervised.report import App, FitResult
@@ -67,10 +68,10 @@ def train_ddp(
 ) -> FitResult:
     """Spawn the ranks, relay rank 0's console lines, stop them cleanly."""
     progress = Progress(stream=out or sys.stdout)
-    if use_cuda(cfg.workers) and sparse_parameters(task.model):
+    if ddp_on_cuda(cfg) and sparse_parameters(task.model):
         raise UsageError(
-            "sparse embedding gradients cannot be all-reduced by NCCL: run ddp on the CPU "
-            "(CUDA_VISIBLE_DEVICES=) or use the hogwild strategy"
+            "sparse embedding gradients cannot be all-reduced by NCCL: run ddp with "
+            "--device cpu, or use the hogwild strategy"
         )
     state = _resume_state(cfg, task, app, progress.print) if cfg.resume else None
     if state is not None and state["epoch"] >= cfg.epochs:
@@ -81,7 +82,7 @@ def train_ddp(
         return FitResult(0, None, None, state["epoch"], state["samples"], model=task.model)
 
     # Spawned ranks cost a Python start and a torch import each (~4 s on a busy 2-core box).
-    method = "spawn" if use_cuda(cfg.workers) else cfg.start_method
+    method = "spawn" if ddp_on_cuda(cfg) else cfg.start_method
     if method == "fork":
         torch.set_num_threads(1)  # GNU OpenMP does not survive fork (see HogwildFit)
         # DDP's constructor imports torch._dynamo (2-5 s here): once in this process, then
@@ -133,7 +134,7 @@ def check_ddp(cfg: FitConfig) -> None:
         raise UsageError("--eval-interval is for the hogwild strategy (ddp scores each epoch)")
     check_amp(
         cfg.amp,
-        "cuda" if use_cuda(cfg.workers) else "cpu",
+        "cuda" if ddp_on_cuda(cfg) else "cpu",
         why_cpu="ddp trains on the CPU without a GPU for every rank",
     )
 

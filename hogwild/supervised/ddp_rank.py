@@ -30,17 +30,13 @@ from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import checkpoint, keep_best
 from hogwild.supervised.config import FitConfig, epoch_lr
 from hogwild.supervised.data import batches
+from hogwild.supervised.devices import ddp_on_cuda
 from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.optimizers import torch_optimizers
 from hogwild.supervised.position import EpochPosition, shape_of
 from hogwild.supervised.report import App, FitResult, evaluate, progress_line, training_text
 from hogwild.supervised.steps import StepStats, backward_micro_batches, group_steps, to_device
 from hogwild.supervised.task import Objective, Task
-
-
-def use_cuda(world: int) -> bool:
-    """NCCL and one GPU per rank when there are enough GPUs; otherwise gloo on the CPU."""
-    return torch.cuda.is_available() and torch.cuda.device_count() >= world
 
 
 def ddp_step(
@@ -119,7 +115,7 @@ def rank_main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent: it sets `stop`
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
     torch.set_num_threads(cfg.threads_per_worker)
-    if use_cuda(cfg.workers):
+    if ddp_on_cuda(cfg):
         device = torch.device("cuda", rank)
         torch.cuda.set_device(device)
         backend = "nccl"

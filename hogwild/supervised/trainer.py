@@ -34,6 +34,7 @@ from hogwild.sharing import BufferSlots, SharedModel
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import checkpoint, keep_best, load_resume, resumed_run_dir
 from hogwild.supervised.config import FitConfig, epoch_lr
+from hogwild.supervised.devices import hogwild_device
 from hogwild.supervised.epochs import EpochBook
 from hogwild.supervised.live_eval import LiveEvaluation, check_live_evaluation
 from hogwild.supervised.multinode import agree_on_start, check_identical
@@ -81,8 +82,19 @@ class SampleCount:
 
 def check_hogwild(cfg: FitConfig) -> None:
     """What hogwild refuses before anything is read (:func:`~hogwild.supervised.api.preflight`)."""
+    device = hogwild_device(cfg)
+    if device.type == "cuda":
+        if launched_by_torchrun():
+            raise UsageError(
+                "--device cuda shares one machine's GPU: across machines use --strategy ddp"
+            )
+        if cfg.amp == "fp16":
+            raise UsageError(
+                "--amp fp16 needs a GradScaler, which lock-free steps do not have; use bf16"
+            )
+        cfg.start_method = "spawn"  # a CUDA context does not survive fork
     cfg.start_method = resolve_start_method(cfg.start_method)
-    check_amp(cfg.amp, "cpu", why_cpu="Hogwild! workers train on the CPU")
+    check_amp(cfg.amp, device.type, why_cpu="Hogwild! workers train on the CPU")
     if cfg.eval_interval > 0:
         resolve_device(cfg.eval_device)  # fail now, not in the evaluator process
 
@@ -108,7 +120,8 @@ class HogwildFit:
         self.book = EpochBook(cfg, task, app, callbacks)
         resume = load_resume(cfg, app) if cfg.resume else None
 
-        self.shared = SharedModel(task.model, cfg.buffers)
+        self.device = hogwild_device(cfg)
+        self.shared = SharedModel(task.model.to(self.device), cfg.buffers)
         if launched_by_torchrun() and len(self.shared.groups) > 1:
             raise UsageError(
                 "under torchrun the nodes average one parameter vector: give every "
@@ -258,6 +271,7 @@ class HogwildFit:
             node_rank=self.rank,
             nodes=self.nodes,
             resume=self._take_resume(epoch),
+            device=str(self.device),
         )
         workers = Workers(
             train_worker,
@@ -332,7 +346,12 @@ class HogwildFit:
         if self.is_main:
             if task.val is not None:
                 metrics = evaluate(
-                    task.model, task.val, task.objective, task.metrics, cfg.val_batch_size
+                    task.model,
+                    task.val,
+                    task.objective,
+                    task.metrics,
+                    cfg.val_batch_size,
+                    self.device,
                 )
             else:
                 metrics = {"loss": self.count.loss_sum / max(self.count.epoch, 1)}
@@ -431,6 +450,7 @@ class HogwildFit:
 
     def close(self) -> None:
         self.loop.close()
+        self.task.model.cpu()  # what fit() returns: the trained module, on the CPU
 
     def _print(self, text: str) -> None:
         self.progress.print(text)

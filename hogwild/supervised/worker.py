@@ -18,7 +18,7 @@ from hogwild.sharing import BufferSlots, SharedModel
 from hogwild.sparse import RowOptimizer
 from hogwild.supervised.data import batches, shard_indices
 from hogwild.supervised.position import EpochPosition, ShardPositions
-from hogwild.supervised.steps import StepStats, backward_micro_batches
+from hogwild.supervised.steps import StepStats, backward_micro_batches, to_device
 from hogwild.supervised.task import Objective
 
 TELEMETRY: dict[str, tuple[tuple[int, ...], torch.dtype]] = {
@@ -46,6 +46,7 @@ class EpochPlan:
     node_rank: int = 0  # under torchrun: this node's rank, and how many nodes share the data
     nodes: int = 1
     resume: EpochPosition | None = None  # where a stopped run left this epoch
+    device: str = "cpu"  # of the shared model: the batches go there
 
 
 @dataclass
@@ -77,7 +78,8 @@ def train_worker(
     tables = dict(shared.tables)
     dense = optimizers.dense[ctx.rank]
     model.train()
-    precision = Precision(plan.amp, "cpu")
+    device = torch.device(plan.device)
+    precision = Precision(plan.amp, device.type)
     producer = pool.producer(ctx.rank)
     seed, skip = ctx.seed, 0
     if plan.resume is not None and ctx.incarnation == 0:
@@ -99,7 +101,7 @@ def train_worker(
     )
     if plan.max_batches is not None:
         stream = itertools.islice(stream, max(plan.max_batches - skip, 0))
-    loss_sum = torch.zeros((), dtype=torch.float64)
+    loss_sum = torch.zeros((), dtype=torch.float64, device=device)
     pending = 0
 
     def send() -> None:
@@ -122,7 +124,7 @@ def train_worker(
         stats = hogwild_step(
             model,
             objective,
-            micro,
+            [to_device(batch, device) for batch in micro],
             precision,
             grads,
             dense,
@@ -169,7 +171,8 @@ def hogwild_step(
         grad.zero_()
     for p in tables.values():
         p.grad = None
-    stats = backward_micro_batches(model, objective, micro, precision)
+    device = next(model.parameters()).device
+    stats = backward_micro_batches(model, objective, micro, precision, device=device)
     for grad, opt in zip(grads, dense, strict=True):
         if grad.numel():
             opt.step(grad, 0, lr=lr)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from hogwild.errors import UsageError
@@ -30,13 +31,22 @@ class ShardPositions:
 
     def __init__(self, workers: int) -> None:
         self.table = torch.zeros(workers, len(COLUMNS), dtype=torch.int64).share_memory_()
+        self._rows: np.ndarray | None = None  # a view of `table`, made in each process
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"table": self.table}  # a pickled numpy view would be a copy
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.table, self._rows = state["table"], None
 
     def start(self, rank: int, seed: int, done: int = 0) -> None:
         self.table[rank, SEED] = seed
         self.table[rank, DONE] = done
 
     def step(self, rank: int, micro_batches: int) -> None:
-        self.table[rank, DONE] += micro_batches
+        if self._rows is None:
+            self._rows = self.table.numpy()
+        self._rows[rank, DONE] += micro_batches  # 0.7 us; the tensor's index add took 14 us
 
     def seeds(self) -> list[int]:
         return [int(v) for v in self.table[:, SEED]]

@@ -10,7 +10,7 @@ import user_models as um
 
 from hogwild import fit
 from hogwild.sharing import SharedModel
-from hogwild.sparse import RowAdagrad, RowAdam, RowSGD
+from hogwild.sparse import RowAdagrad, RowAdam, RowSGD, touched_rows
 
 RATINGS_VARIANCE = 1.0  # of the true ratings: what a model that learned nothing scores
 NOISE = 0.01  # the variance of their noise: the best a model can score
@@ -118,6 +118,20 @@ def test_row_optimizers_match_pytorchs_on_the_rows_they_touch():
             opt.step()
         torch.testing.assert_close(table, ref.weight.detach(), msg=ours.__name__)
         assert torch.equal(table[10:], table[10:].clone())
+
+
+def test_touched_rows_are_what_coalesce_gives():
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(50, 3, mode="mean", sparse=True)
+    bag(torch.randint(0, 20, (8, 6))).sum().backward()  # repeated words, within and across bags
+    grad = bag.weight.grad
+    assert grad is not None and not grad.is_coalesced()
+    rows, values = touched_rows(grad)
+    want = grad.coalesce()
+    assert torch.equal(rows, want.indices()[0])
+    torch.testing.assert_close(values, want.values())
+    empty = torch.sparse_coo_tensor(torch.zeros(1, 0, dtype=torch.long), torch.zeros(0, 3), (50, 3))
+    assert touched_rows(empty)[0].numel() == 0
 
 
 def test_parameters_are_grouped_by_dtype_and_tables_follow_the_dense_ones():

@@ -26,6 +26,7 @@ from hogwild.procs import SharedFlag, die_with_parent
 from hogwild.run import CHECKPOINT
 from hogwild.rundir import RunDir
 from hogwild.sharing import sparse_parameters
+from hogwild.sparse import touched_rows
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import checkpoint, keep_best
 from hogwild.supervised.config import FitConfig, epoch_lr
@@ -79,8 +80,7 @@ def average_sparse(grad: torch.Tensor | None, table: torch.Tensor) -> torch.Tens
             table.new_zeros((0, *table.shape[1:])),
             table.shape,
         )
-    grad = grad.coalesce()
-    rows, values = grad.indices()[0], grad.values()
+    rows, values = touched_rows(grad)
     counts = [torch.zeros(1, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(counts, torch.tensor([rows.numel()]))
     longest = max(int(c) for c in counts)

@@ -132,6 +132,7 @@ def train_worker(
             optimizers.rows,
             plan.lr,
             plan.table_lr,
+            device,
         )
         positions.step(ctx.rank, len(micro))
         loss_sum.add_(stats.loss_sum)
@@ -161,17 +162,17 @@ def hogwild_step(
     rows: dict[str, RowOptimizer],
     lr: float,
     table_lr: float | None = None,
+    device: torch.device | None = None,
 ) -> StepStats:
     """One lock-free step: the micro-batches' gradients add up in the worker's private
     buffers, then each dense vector (at ``lr``) and each touched row of each table (at
-    ``table_lr``, by default ``lr``) is updated."""
+    ``table_lr``, by default ``lr``) is updated; ``device``: the model's (None: the CPU)."""
     if precision.scaler is not None:
         raise ValueError("a Hogwild! step has no GradScaler: fp16 is for ddp on CUDA")
     for grad in grads:
         grad.zero_()
     for p in tables.values():
         p.grad = None
-    device = next(model.parameters()).device
     stats = backward_micro_batches(model, objective, micro, precision, device=device)
     for grad, opt in zip(grads, dense, strict=True):
         if grad.numel():

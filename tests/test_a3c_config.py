@@ -11,7 +11,7 @@ from tb_helpers import scalar_points
 
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
-from a3c.run.presets import config_for, load_presets, resolve_preset
+from a3c.run.presets import config_for, load_presets, preset_names, resolve_preset
 from a3c.run.trainer import train
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
@@ -76,6 +76,32 @@ def test_an_env_in_no_table_gets_its_familys_settings(env, family):
     assert {k: getattr(cfg, k) for k in settings} == {
         k: tuple(v) if isinstance(v, list) else v for k, v in settings.items()
     }
+
+
+def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
+    pytest.importorskip(
+        "pettingzoo", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"'
+    )
+    pytest.importorskip("mpe2", reason='needs the pettingzoo extra: pip install -e ".[pettingzoo]"')
+    presets = load_presets()
+    family, own = presets["pettingzoo"], presets["self_play"]
+    assert own["entropy_coef"] != family["entropy_coef"]
+    for env, kwargs in [
+        ("pettingzoo.classic.tictactoe_v3:env", {}),
+        ("pettingzoo.classic.connect_four_v3:env", {}),
+        ("pettingzoo.classic.go_v5:env", {"env_kwargs": {"board_size": 5}}),
+    ]:
+        cfg = config_for(env, **kwargs)
+        assert (cfg.preset, preset_names(cfg)) == ("pettingzoo", "pettingzoo + self_play")
+        assert (cfg.entropy_coef, cfg.gamma) == (own["entropy_coef"], family["gamma"])
+    # A cooperative turn-based game and a parallel one are a team's: the family's alone.
+    for env in ("mpe2.simple_spread_v3:env", "mpe2.simple_spread_v3:parallel_env"):
+        cfg = config_for(env)
+        assert (preset_names(cfg), cfg.entropy_coef) == ("pettingzoo", family["entropy_coef"])
+    ttt = "pettingzoo.classic.tictactoe_v3:env"
+    assert config_for(ttt, entropy_coef=0.02).entropy_coef == 0.02, "a flag still wins"
+    assert config_for(ttt, preset="self_play").n_steps == family["n_steps"], "on its family"
+    assert preset_names(config_for(ttt, preset="none")) == "none"
 
 
 def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_path, capsys):

@@ -130,8 +130,8 @@ def test_a_board_is_read_by_a_conv_net_in_its_own_layout():
     assert board[0, 4, 3].tolist() == [1.0, 0.0], "its own piece on the other seat's"
     assert board[0, 5, 3].tolist() == board[0, 5, 4].tolist() == [0.0, 1.0]
 
-    cfg = config_for(CONNECT_FOUR)  # the game's own table, on its family's
-    assert (cfg.preset, cfg.entropy_coef, cfg.algo) == (CONNECT_FOUR, 0.05, "appo")
+    cfg = config_for(CONNECT_FOUR)  # the family's table, with self_play's over it
+    assert (cfg.preset, cfg.entropy_coef, cfg.algo) == ("pettingzoo", 0.05, "appo")
     conv = model_spec(cfg, spaces)
     assert conv.grid == (6, 7, 2) and not conv.normalize_obs
     flat = model_spec(config_for(CONNECT_FOUR, policy="mlp"), spaces)
@@ -146,6 +146,21 @@ def test_a_board_is_read_by_a_conv_net_in_its_own_layout():
         assert not torch.equal(model(x)[1], model(moved)[1]), "the value reads the board"
     with pytest.raises(ValueError, match="grid"):
         ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, grid=(6, 7, 3)).check()
+
+
+def test_a_board_of_boolean_planes_is_numbers_in_front_of_its_mask():
+    go = "pettingzoo.classic.go_v5:env"  # 17 boolean planes a point, 26 moves (pass last)
+    spaces = env_spaces(go, board_size=5)
+    assert spaces.action_mask and spaces.obs_shape == (5 * 5 * 17 + 26,)
+    assert spaces.obs_dtype == "float32" and spaces.grid == (), "more planes than rows: flat"
+    envs = make_vector_env(go, 1, seed=0, board_size=5)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert set(np.unique(obs[0, :-26])) <= {0.0, 1.0}
+        assert obs[0, -26:].all(), "every point and the pass are legal on an empty board"
+        assert not obs[1, -26:].any(), "the second seat waits"
+    finally:
+        envs.close()
 
 
 def test_masked_actions_are_never_sampled():

@@ -79,6 +79,8 @@ class AgentView:
         inner = obs_space
         if isinstance(obs_space, spaces.Dict) and self.masked:
             inner = obs_space[OBSERVATION]
+            if isinstance(inner, spaces.Box) and inner.dtype == np.bool_:
+                inner = spaces.Box(0, 1, inner.shape, np.int8)  # go's planes: a board, not an image
         adapted = adapt_spaces(_Shell(inner, act_space), env_id)
         chain: list[gym.Wrapper] = []
         env: gym.Env = adapted

@@ -17,6 +17,7 @@ from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.config import DECOUPLED, A3CConfig
+from a3c.scoring import self_play
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping, read_toml
 from hogwild.errors import UsageError
@@ -26,6 +27,7 @@ __all__ = [
     "config_for",
     "load_presets",
     "measured_workers",
+    "preset_names",
     "read_config_file",
     "resolve_preset",
     "saved_config",
@@ -33,6 +35,9 @@ __all__ = [
 
 AUTO = "auto"
 FALLBACK = "default"
+#: The table laid over [pettingzoo]'s for a game one policy plays against itself.
+SELF_PLAY = "self_play"
+MULTIAGENT = "pettingzoo"
 #: Settings of a decoupled algorithm's learner (--algo ppo), which the others have not.
 DECOUPLED_ONLY = tuple(
     f.name for f in dataclasses.fields(A3CConfig) if f.metadata["rule"].group == DECOUPLED
@@ -66,31 +71,23 @@ def _validated(table: Any, source: str, per_algo: bool = False) -> dict[str, Any
 
 
 def resolve_preset(
-    env: str, name: str | None = AUTO, algo: str | None = None
+    env: str,
+    name: str | None = AUTO,
+    algo: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
 ) -> tuple[str | None, dict[str, Any]]:
     """``(name applied, its settings)``: auto is the env's own table, else the fallback.
 
-    A table names the algorithm it chose (``algo``) and may hold a sub-table per
-    algorithm: the settings are the table's own plus those of ``algo`` (the one asked
-    for) or else of the table's own choice, so ``--algo a3c`` on an env whose preset
-    chose APPO still gets the A3C settings measured for it."""
+    The tables are laid over each other as :func:`preset_names` names them. A table
+    names the algorithm it chose (``algo``) and may hold a sub-table per algorithm: the
+    settings are the table's own plus those of ``algo`` (the one asked for) or else of
+    the table's own choice, so ``--algo a3c`` on an env whose preset chose APPO still
+    gets the A3C settings measured for it."""
     if name in (None, "none"):
         return None, {}
     presets = load_presets()
-    if name == AUTO:  # a table of the id, a factory's ("module:env") included, or its name's
-        key = env if env in presets else env.rpartition(":")[2]
-        name = key if key in presets else _family(env)
-    if name not in presets:
-        known = ", ".join(sorted(presets))
-        raise UsageError(f"unknown preset {name!r}; known: {known}, or none")
-    values = presets[name]
-    if "env" in values:
-        raise UsageError(f"preset {name!r} may not set env")
-    family = _family(name)
-    # A game's table says only what differs from its family's: the family's settings,
-    # then the game's, each its own top level under its algorithm's sub-table.
-    layers = [presets.get(family, {})] if family not in (name, FALLBACK) else []
-    layers.append(values)
+    name, tables = _chain(presets, env, name, env_kwargs)
+    layers = [presets.get(table, {}) for table in tables]
     chosen = algo or next((t["algo"] for t in reversed(layers) if "algo" in t), A3CConfig.algo)
     settings: dict[str, Any] = {}
     for table in layers:
@@ -99,11 +96,42 @@ def resolve_preset(
     return name, settings
 
 
+def preset_names(cfg: A3CConfig) -> str:
+    """The tables ``cfg``'s run was given, lowest first (``pettingzoo + self_play``): a
+    game's table over its family's, and for a zero-sum turn-based PettingZoo game (one
+    policy in every seat; ``env_kwargs`` can make one, as go's ``board_size``)
+    ``self_play`` between them; ``none`` for none."""
+    if cfg.preset in (None, "none"):
+        return "none"
+    try:
+        return " + ".join(_chain(load_presets(), cfg.env, cfg.preset, cfg.env_kwargs)[1])
+    except UsageError:  # a resumed run's preset that presets.toml no longer has
+        return cfg.preset
+
+
+def _chain(
+    presets: dict[str, dict[str, Any]], env: str, name: str, env_kwargs: dict[str, Any] | None
+) -> tuple[str, list[str]]:
+    if name == AUTO:  # a table of the id, a factory's ("module:env") included, or its name's
+        key = env if env in presets else env.rpartition(":")[2]
+        name = key if key in presets else _family(env)
+    if name not in presets:
+        known = ", ".join(sorted(presets))
+        raise UsageError(f"unknown preset {name!r}; known: {known}, or none")
+    if "env" in presets[name]:
+        raise UsageError(f"preset {name!r} may not set env")
+    family = MULTIAGENT if name == SELF_PLAY else _family(name)
+    tables = [family, name] if family not in (name, FALLBACK) else [name]
+    if tables[0] == MULTIAGENT and SELF_PLAY not in tables and self_play(env, env_kwargs):
+        tables.insert(1, SELF_PLAY)
+    return name, tables
+
+
 def measured_workers(cfg: A3CConfig) -> int | None:
     """The worker count the run's preset sets, because its settings were measured there
     (Atari's APPO: 2); None where it sets none."""
     try:
-        return resolve_preset(cfg.env, cfg.preset, cfg.algo)[1].get("workers")
+        return resolve_preset(cfg.env, cfg.preset, cfg.algo, cfg.env_kwargs)[1].get("workers")
     except UsageError:  # a resumed run's preset that presets.toml no longer has
         return None
 
@@ -147,7 +175,8 @@ def config_for(
     else:
         env = env or overrides.get("env") or from_file.get("env") or A3CConfig.env
         algo = overrides.get("algo") or from_file.get("algo")
-        name, values = resolve_preset(env, preset, algo)
+        env_kwargs = overrides.get("env_kwargs") or from_file.get("env_kwargs")
+        name, values = resolve_preset(env, preset, algo, env_kwargs)
         base = {**values, "env": env, "preset": name}
     if env is not None:
         overrides["env"] = env

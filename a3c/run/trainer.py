@@ -35,7 +35,7 @@ from a3c.run.decoupled import learner_device, run_decoupled
 from a3c.run.handoff import Handoff
 from a3c.run.health import Health
 from a3c.run.logger import RunLogger
-from a3c.run.presets import measured_workers
+from a3c.run.presets import measured_workers, preset_names
 from a3c.run.record import A3CResult, rng_state
 from a3c.run.resume import BEST, Resumed, restore
 from a3c.run.shared_model import SharedModel
@@ -182,7 +182,7 @@ class A3CRun:
             self.progress.print(f"run folder: {self.rundir.path}")
             cfg = self.cfg
             self.progress.print(
-                f"{cfg.env}: preset {cfg.preset or 'none'}, {cfg.algo}, {cfg.workers} workers"
+                f"{cfg.env}: preset {preset_names(cfg)}, {cfg.algo}, {cfg.workers} workers"
                 f" x {cfg.envs_per_worker} envs"
             )
             if self.stats.self_play:

@@ -106,10 +106,11 @@ class AgentView:
                     f"not {inner}"
                 )
             space = spaces.Box(-np.inf, np.inf, (shape[0] + n,), np.float32)
-            # a board (H, W, C), channels last, flattened in front of the mask: a conv net
-            # may read it back (ModelSpec.grid)
+            # a board (H, W, C), channels last as PettingZoo's classic games lay theirs out
+            # (go's 17 planes a point too), flattened in front of the mask: a conv net may
+            # read it back (ModelSpec.grid)
             board = tuple(int(d) for d in inner.shape or ())
-            if len(board) == 3 and board[2] < min(board[:2]) and math.prod(board) == shape[0]:
+            if len(board) == 3 and math.prod(board) == shape[0]:
                 self.grid = board
         assert isinstance(space, spaces.Box)  # adapt_spaces makes every observation one
         self.observation_space = space

@@ -104,7 +104,7 @@ def preset_names(cfg: A3CConfig) -> str:
     if cfg.preset in (None, "none"):
         return "none"
     try:
-        return " + ".join(_chain(load_presets(), cfg.env, cfg.preset, cfg.env_kwargs)[1])
+        return " + ".join(_chain(load_presets(), cfg.env, cfg.preset, cfg.env_options())[1])
     except UsageError:  # a resumed run's preset that presets.toml no longer has
         return cfg.preset
 
@@ -122,16 +122,23 @@ def _chain(
         raise UsageError(f"preset {name!r} may not set env")
     family = MULTIAGENT if name == SELF_PLAY else _family(name)
     tables = [family, name] if family not in (name, FALLBACK) else [name]
-    if tables[0] == MULTIAGENT and SELF_PLAY not in tables and self_play(env, env_kwargs):
+    if tables[0] == MULTIAGENT and SELF_PLAY not in tables and _plays_itself(env, env_kwargs):
         tables.insert(1, SELF_PLAY)
     return name, tables
+
+
+def _plays_itself(env: str, env_kwargs: dict[str, Any] | None) -> bool:
+    try:
+        return self_play(env, env_kwargs)
+    except UsageError:  # an env these options cannot make: making it for the run says why
+        return False
 
 
 def measured_workers(cfg: A3CConfig) -> int | None:
     """The worker count the run's preset sets, because its settings were measured there
     (Atari's APPO: 2); None where it sets none."""
     try:
-        return resolve_preset(cfg.env, cfg.preset, cfg.algo, cfg.env_kwargs)[1].get("workers")
+        return resolve_preset(cfg.env, cfg.preset, cfg.algo, cfg.env_options())[1].get("workers")
     except UsageError:  # a resumed run's preset that presets.toml no longer has
         return None
 
@@ -175,8 +182,10 @@ def config_for(
     else:
         env = env or overrides.get("env") or from_file.get("env") or A3CConfig.env
         algo = overrides.get("algo") or from_file.get("algo")
-        env_kwargs = overrides.get("env_kwargs") or from_file.get("env_kwargs")
-        name, values = resolve_preset(env, preset, algo, env_kwargs)
+        groups = overrides.get("agent_groups") or from_file.get("agent_groups")
+        env_kwargs = overrides.get("env_kwargs") or from_file.get("env_kwargs") or {}
+        made_with = {**env_kwargs, **({"agent_groups": groups} if groups else {})}
+        name, values = resolve_preset(env, preset, algo, made_with)
         base = {**values, "env": env, "preset": name}
     if env is not None:
         overrides["env"] = env

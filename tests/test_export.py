@@ -81,6 +81,34 @@ for _id, (_obs, _act, _) in ODD_SPACES.items():
     register_space_env(_id, _obs, _act)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def torchlib_built_once():
+    """The ONNX exporter rebuilds its table of op translations on every call (~3-4 s here,
+    parsing ~500 functions' source); the table depends only on the packages installed, so
+    this file's ~20 exports share the first one's."""
+    try:  # a private API: where it moved, every export builds its own table
+        from torch.onnx._internal.exporter import _registration as registration
+
+        build = registration.ONNXRegistry.from_torchlib.__func__
+    except (ImportError, AttributeError):
+        yield
+        return
+    built: dict[int, Any] = {}
+
+    def from_torchlib(cls, opset_version=None):
+        key = opset_version or -1
+        if key not in built:
+            built[key] = build(cls) if opset_version is None else build(cls, opset_version)
+        copy = cls()
+        copy._opset_version = built[key]._opset_version
+        copy.functions = {op: list(fns) for op, fns in built[key].functions.items()}
+        return copy
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registration.ONNXRegistry, "from_torchlib", classmethod(from_torchlib))
+        yield
+
+
 @pytest.fixture
 def ort():
     """onnxruntime, or a skip saying which extra brings it (and the exporter's onnxscript)."""

@@ -40,7 +40,7 @@ def test_recurrent_appo_learns_what_needs_memory(tmp_path):
         target_return=195.0,
     )
     assert r.exit_code == 0
-    # Without memory an MLP's best 100-episode mean stays below 120 (test_memory_learning).
+    # Without memory an MLP's best 100-episode mean stays below 120 (test_memory_learning.py).
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
 
 

@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from proc_helpers import run_python
 from tb_helpers import scalar_values
 
 pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (pip install -e ".[tune]")')
@@ -26,32 +25,26 @@ from a3c.run.config import A3CConfig  # noqa: E402
 from a3c.tune import CurveScore, main, space  # noqa: E402
 
 
-def tune(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return run_python(["-m", "a3c.tune", *argv], cwd, timeout=300)
+def test_a_search_writes_settings_that_a_run_takes(tmp_path, capsys, monkeypatch):
+    """In this process (the signal tests below run it as a command): a helper job's
+    trials are reported with the main one's, and a3c.train takes the file as written."""
+    from a3c.train import main as train_main
 
-
-def test_a_search_writes_settings_that_a_run_takes(tmp_path):
-    proc = tune(
-        "--env", "CartPole-v1", "--trials", "3", "--budget", "3", "--workers", "1",
-        "--jobs", "2", "--out", "best.toml", "--logdir", "study", cwd=tmp_path,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = [
-        line for line in proc.stdout.splitlines() if line.startswith("| ") and "trial" not in line
-    ]
-    assert len(rows) == 3, proc.stdout  # every trial, from both processes
-    assert any("the preset" in row for row in rows), proc.stdout
+    monkeypatch.chdir(tmp_path)
+    code = main(["--env", "CartPole-v1", "--trials", "3", "--budget", "3", "--workers", "1",
+                 "--jobs", "2", "--out", "best.toml", "--logdir", "study"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "trial" not in line]
+    assert len(rows) == 3, out  # every trial, from both processes
+    assert any("the preset" in row for row in rows), out
     best = tomllib.loads((tmp_path / "best.toml").read_text())
     assert best["env"] == "CartPole-v1" and best["algo"] == "a3c"
     runs = sorted((tmp_path / "study" / "trials").iterdir())
     assert len(runs) == 3 and all((r / "checkpoint.pt").exists() for r in runs)
     # The file is what a3c.train --config takes.
-    train = run_python(
-        ["-m", "a3c.train", "--config", "best.toml", "--total-steps", "2000",
-         "--eval-interval", "0", "--workers", "1"],
-        tmp_path, timeout=120,
-    )  # fmt: skip
-    assert train.returncode == 0, train.stderr
+    argv = ["--config", "best.toml", "--total-steps", "2000", "--eval-interval", "0"]
+    assert train_main([*argv, "--workers", "1"]) == 0, capsys.readouterr().err
 
 
 def test_bad_arguments_are_one_line(tmp_path, capsys):

@@ -109,9 +109,11 @@ def _strict_json(text: str) -> dict:
     return json.loads(text, parse_constant=refuse)
 
 
-def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkeypatch):
+def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkeypatch, capsys):
     """A by-return run trains its whole budget by ``target_metric none``, not by an infinite
     target that config.json could only write as ``Infinity`` and a resume refused."""
+    from a3c.train import main as train_main
+
     suite = load_benchmark("suite")
     monkeypatch.setattr(suite, "by_return", lambda env_id: env_id == "CartPole-v1")
     monkeypatch.setattr(suite, "GREEDY_EPISODES", 1)
@@ -121,12 +123,11 @@ def test_a_run_without_a_target_records_strict_json_and_resumes(tmp_path, monkey
     assert cfg["target_metric"] == "none"
     assert ran.solved_at is None  # no target given: none reported
     steps = ran.env_steps + 500
-    cmd = [sys.executable, "-m", "a3c.train", "--resume", str(run / "checkpoint.pt")]
-    cmd += ["--total-steps", str(steps), "--time-limit", "120"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-    assert proc.returncode == 0, proc.stderr
-    reached = re.search(r"step budget reached: (\d+) env steps", proc.stdout + proc.stderr)
-    assert reached and int(reached[1]) >= steps, proc.stderr
+    argv = ["--resume", str(run / "checkpoint.pt"), "--total-steps", str(steps)]
+    assert train_main([*argv, "--time-limit", "120"]) == 0
+    out, err = capsys.readouterr()
+    reached = re.search(r"step budget reached: (\d+) env steps", out + err)
+    assert reached and int(reached[1]) >= steps, err
 
 
 def test_set_wins_over_the_suites_defaults(tmp_path, monkeypatch):

@@ -123,3 +123,36 @@ def pytest_report_header(config: pytest.Config) -> str:
     return (
         f"MNIST: {path}" if path else f"MNIST: tests will {'FAIL' if under_ci() else 'skip'}: {why}"
     )
+
+
+# ----------------------------------------------------------------- this machine's speed
+
+#: One CartPole-v1 agent step (SyncVectorEnv of 8, per env) on the machine of
+#: docs/benchmarks.md's per-step costs (benchmarks/costs.py, 2026-11-26).
+REFERENCE_CARTPOLE_STEP_US = 8.4
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """How fast this machine was, under how long the suite took: hosts here differ 2-4x
+    (a CartPole step 8.4 us on one, 20.4 us on another), and so do the suite's minutes."""
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    try:
+        from script_helpers import load_benchmark
+
+        from a3c.envs.make import make_vector_env
+
+        costs = load_benchmark("costs")
+        envs = make_vector_env("CartPole-v1", costs.ENV_BATCH, seed=0)
+        try:
+            step_us = costs.vector_step_ms(envs, 200, 3) / costs.ENV_BATCH * 1e3
+        finally:
+            envs.close()
+    except Exception as e:  # noqa: BLE001 (a figure about the machine must not fail the run)
+        terminalreporter.write_line(f"this machine: speed not measured ({e})")
+        return
+    ratio = step_us / REFERENCE_CARTPOLE_STEP_US
+    terminalreporter.write_line(
+        f"this machine: a CartPole-v1 step {step_us:.1f} us, {ratio:.1f}x the "
+        f"{REFERENCE_CARTPOLE_STEP_US} us of docs/benchmarks.md's per-step costs"
+    )

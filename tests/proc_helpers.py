@@ -134,12 +134,14 @@ def folder_state(folder: Path) -> tuple[int, int, int]:
     """``(files, bytes, newest mtime)`` of the files under ``folder``: changes as a run
     writes into it."""
     count = size = newest = 0
-    for path in Path(folder).rglob("*"):
-        try:
-            st = path.stat()
-        except OSError:  # replaced or removed while we looked
-            continue
-        if not path.is_dir():
+    # os.walk, not rglob: a folder removed while rglob walked it raised (FileNotFoundError,
+    # a run's checkpoint folder moved away by its test); os.walk skips it.
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                st = os.stat(os.path.join(root, name))
+            except OSError:  # replaced or removed while we looked
+                continue
             count, size, newest = count + 1, size + st.st_size, max(newest, st.st_mtime_ns)
     return count, size, newest
 

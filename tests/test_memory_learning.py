@@ -17,23 +17,11 @@ ENV = "policy_helpers:CartPoleNoVel-v1"
 LSTM_STEPS = 300_000
 
 
-def _run(policy: str, steps: int, tmp_path):
-    return train(
-        config_for(
-            ENV,
-            workers=2,
-            total_steps=steps,
-            target_return=195.0,
-            eval_interval=0.0,
-            logdir=str(tmp_path),
-            policy=policy,
-        )
-    )
-
-
 @pytest.mark.slow
 def test_the_lstm_learns_what_needs_memory(tmp_path):
-    r = _run("lstm", LSTM_STEPS, tmp_path)
+    cfg = config_for(ENV, workers=2, total_steps=LSTM_STEPS, target_return=195.0,
+                     eval_interval=0.0, logdir=str(tmp_path), policy="lstm")  # fmt: skip
+    r = train(cfg)
     assert r.exit_code == 0
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
 

@@ -304,7 +304,9 @@ def test_import_a3c_is_light_and_the_api_has_its_own_module():
             "import inspect, sys",
             "import a3c",
             "assert 'torch' not in sys.modules and 'gymnasium' not in sys.modules",
-            "import a3c.train, a3c.evaluate  # the command modules",
+            "import a3c.evaluate  # the command modules",
+            "assert 'hogwild.supervised.api' not in sys.modules  # imported on first use",
+            "import a3c.train",
             "from a3c.api import A3CConfig, A3CResult, config_for, evaluate, train",
             "assert inspect.ismodule(a3c.train) and inspect.ismodule(a3c.evaluate)",
             "assert inspect.isfunction(train) and train.__module__ == 'a3c.run.trainer'",
@@ -313,6 +315,8 @@ def test_import_a3c_is_light_and_the_api_has_its_own_module():
             "assert isinstance(config_for('CartPole-v1'), A3CConfig)",
             "from hogwild.mnist import MnistConfig, train as mnist_train",
             "assert MnistConfig(workers=1).workers == 1 and callable(mnist_train)",
+            "import hogwild",
+            "assert hogwild.fit.__module__ == 'hogwild.supervised.api' and callable(hogwild.load)",
             "print('ok')",
         ]
     )

@@ -23,6 +23,8 @@ from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import warm_python
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 
@@ -75,13 +77,15 @@ def child_pids(parent: int | None = None) -> set[int]:
     """Every process (zombies included) whose parent is ``parent`` (default: this one).
 
     multiprocessing's resource tracker (a helper the ``spawn`` context starts once and
-    keeps for the life of the interpreter) is not counted.
+    keeps for the life of the interpreter) is not counted, nor is the tests' warm server.
     """
     parent = os.getpid() if parent is None else parent
     return {
         pid
         for pid, ppid in _parents().items()
-        if ppid == parent and b"resource_tracker" not in cmdline(pid)
+        if ppid == parent
+        and b"resource_tracker" not in cmdline(pid)
+        and pid != warm_python.server_pid()
     }
 
 
@@ -238,11 +242,12 @@ def under_load(seconds: float) -> float:
 
 
 def run_python(
-    argv: Sequence[str], cwd: Path = ROOT, timeout: float = 120, **env: str
+    argv: Sequence[str], cwd: Path = ROOT, timeout: float = 120, *, warm: bool = True, **env: str
 ) -> subprocess.CompletedProcess:
     """``python argv...`` to its end in a real child process, as a user would start it
-    (``env`` laid over :data:`CHILD_ENV`), its output captured as text."""
-    return subprocess.run(
+    (``env`` laid over :data:`CHILD_ENV`), its output captured as text. ``warm``: forked
+    from :mod:`warm_python`'s server, its imports done; else a fresh interpreter."""
+    return (warm_python.run if warm else subprocess.run)(
         [sys.executable, *argv],
         capture_output=True,
         text=True,
@@ -278,7 +283,7 @@ def torchrun(port: int, *args: str, **popen) -> subprocess.Popen:
         "--max-restarts", "0", "--log-dir", torchrun_log_dir(), *args,
     ]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{TESTS}"}
-    return subprocess.Popen(
+    return warm_python.Popen(
         cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen
     )
 

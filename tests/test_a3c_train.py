@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import child_pids, descendants, folder_state, pid_gone, under_load, wait_until
 from tb_helpers import scalar_points
 
@@ -111,7 +112,7 @@ def test_checkpoints_evaluate_and_resume(trained, tmp_path, capsys):
 
 
 def run_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    return warm_python.run(
         [sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
     )
 
@@ -171,7 +172,7 @@ def test_corrupt_checkpoints_are_refused(tmp_path, capsys):
 
 
 def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [
             sys.executable,
             "-m",
@@ -232,7 +233,7 @@ def test_signal_stops_cleanly_with_checkpoint(tmp_path, sig, code):
 def test_a_sigterm_as_the_run_folder_appears_stops_with_a_checkpoint(tmp_path):
     """The handler is in place before the run folder is made: a SIGTERM before the workers
     start ended the run the default way (-15), its folder left without a checkpoint."""
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [sys.executable, "-m", "a3c.train", "--env", "CartPole-v1", "--workers", "2",
          "--eval-interval", "0", "--logdir", str(tmp_path)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

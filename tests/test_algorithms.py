@@ -81,7 +81,8 @@ print(json.dumps({
 
 def test_a_registered_algorithm_runs_logs_tunes_and_presets_with_nothing_else_changed(tmp_path):
     (tmp_path / "toy.py").write_text(TOY)
-    proc = run_python(["toy.py", str(tmp_path / "runs")], cwd=tmp_path, timeout=300)
+    # A fresh interpreter: the registration must come before the run's modules are imported.
+    proc = run_python(["toy.py", str(tmp_path / "runs")], cwd=tmp_path, timeout=300, warm=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout.strip().splitlines()[-1])
     assert got["exit_code"] == 0

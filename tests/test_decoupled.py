@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import child_pids, folder_state, pid_gone, under_load, wait_until
 from run_helpers import RecentEpisodes
 from tb_helpers import scalar_points
@@ -86,7 +87,7 @@ def test_atari_frames_travel_to_the_learner(tmp_path):
 def start(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
     """``a3c.train --algo ppo`` with 3 workers, once it is training; its workers' pids,
     rank 0 (the learner) first."""
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [
             sys.executable, "-m", "a3c.train", "--algo", "ppo", "--workers", "3",
             "--total-steps", "100000000", "--target-return", "1e9", "--eval-interval", "0",

@@ -6,10 +6,10 @@ within the budget; a missed one says by how much.
 
 import math
 import re
-import subprocess
 import sys
 
 import pytest
+import warm_python
 from script_helpers import BENCHMARKS, load_benchmark
 
 from a3c.run.record import Solved
@@ -98,7 +98,7 @@ def test_a_family_run_prints_its_table_row():
     pytest.importorskip("minatar")
     cmd = [sys.executable, str(BENCHMARKS / "suite.py"), "--family", "minatar"]
     cmd += ["--envs", "MinAtar/Breakout-v1", "--budget", "3", "--seeds", "1"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = warm_python.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     row = next(line for line in proc.stdout.splitlines() if line.startswith("| MinAtar/"))
     number = r"-?[\d,]+\.\d"

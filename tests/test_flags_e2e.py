@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -19,6 +18,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import warm_python
 from tb_helpers import scalar_points
 
 from a3c.evaluate import main as evaluate_main
@@ -240,7 +240,7 @@ def crashy_run(tmp_path: Path, always: bool, max_restarts: int) -> tuple[int, st
         "--eval-interval", "0", "--target-return", "1e9", "--logdir", str(tmp_path / "runs"),
         "--on-worker-failure", "restart", "--max-restarts", str(max_restarts),
     ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    proc = warm_python.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     return proc.returncode, proc.stderr, flag
 
 

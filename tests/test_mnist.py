@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import child_pids, cmdline, folder_state, pid_gone, run_python, wait_until
 from tb_helpers import scalar_values
 
@@ -148,7 +149,7 @@ def test_sigterm_stops_workers_saves_checkpoint_and_exits_143(mnist_dir, tmp_pat
         sys.executable, "-m", "hogwild.mnist", "--data-dir", str(mnist_dir),
         "--no-download", "--logdir", str(tmp_path / "runs"), "--epochs", "50",
     ]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = warm_python.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_until(
             lambda: len(child_pids(proc.pid)) >= 2,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import (
     cmdline,
     descendants,
@@ -92,7 +93,7 @@ def test_ddp_two_ranks_learn_and_rank0_alone_writes(mnist_dir, tmp_path, capsys)
 def test_ddp_sigterm_stops_every_rank_and_saves(mnist_dir, tmp_path):
     cmd = [sys.executable, "-m", "hogwild.mnist", "--mode", "ddp", "--workers", "2"]
     cmd += common(mnist_dir, tmp_path, "--epochs", "50")
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = warm_python.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_until(
             lambda: list((tmp_path / "runs").glob("*/events.out.tfevents.*")),

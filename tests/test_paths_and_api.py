@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import CHILD_ENV, folder_state, run_python, wait_until
 
 from a3c.run.config import A3CConfig
@@ -256,7 +257,7 @@ def test_mnist_run_goes_on_when_its_checkpoint_folder_is_taken_away(mnist_dir, t
     the later epochs' writes fail with one warning each, training finishes, exit 0."""
     ck_dir = tmp_path / "ck"
     ck = ck_dir / "ck.pt"
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [sys.executable, "-m", "hogwild.mnist", "--data-dir", str(mnist_dir)]
         + ["--no-download", "--logdir", str(tmp_path / "runs"), "--checkpoint", str(ck)]
         + ["--workers", "2", "--epochs", "3", "--max-batches-per-epoch", "20", "--seed", "3"],

@@ -203,7 +203,7 @@ def run_onnx_example(cwd: Path, onnx_file: str) -> None:
         "print(actions.shape, actions.dtype)\n"
     )
     (cwd / "use_onnx.py").write_text(code + check)
-    proc = run_python(["use_onnx.py"], cwd, TIMEOUT)
+    proc = run_python(["use_onnx.py"], cwd, TIMEOUT, warm=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "(8,) int64"
 

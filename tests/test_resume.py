@@ -14,6 +14,7 @@ import time
 
 import pytest
 import torch
+import warm_python
 from proc_helpers import descendants, folder_state, pid_gone, under_load, wait_until
 from run_helpers import RecentEpisodes
 from tb_helpers import scalar_points
@@ -279,7 +280,7 @@ def test_kill_9_of_the_main_process_leaves_nothing_and_resumes(tmp_path):
         "--run-name",
         "killed",
     ]
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = warm_python.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     best_seen: list[int] = []
 
     def later_checkpoint_with_episodes() -> list:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import warm_python
 from proc_helpers import folder_state, wait_until
 from script_helpers import load_benchmark
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_sigterm_stops_the_suite_not_just_the_run(tmp_path):
     cmd = [sys.executable, str(ROOT / "benchmarks" / "suite.py"), "--envs", "CartPole-v1"]
     cmd += ["--seeds", "1", "2", "3", "--budget", "4", "--logdir", str(tmp_path)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = warm_python.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_until(
         lambda: len(list(tmp_path.glob("*/events.out.tfevents.*"))) >= 2,  # seed 1 done, 2 on
         what="the second run did not start",
@@ -56,7 +57,7 @@ def test_sigterm_stops_the_throughput_benchmark():
     """a3c_bench keeps its runs in a temporary folder: its console says when one starts."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "a3c_bench.py"), "--only", "workers"]
     cmd += ["--seconds", "3", "--rounds", "2"]  # four runs
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = warm_python.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out: list[str] = []
 
     def read() -> None:

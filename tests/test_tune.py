@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import warm_python
 from tb_helpers import scalar_values
 
 pytest.importorskip("optuna", reason='a3c.tune needs the tune extra (pip install -e ".[tune]")')
@@ -306,7 +307,7 @@ def test_sigterm_stops_every_job_and_exits_143(tmp_path):
     whether it is starting or in a trial: it ran its remaining trials before."""
     from proc_helpers import CHILD_ENV, descendants, pid_gone, under_load, wait_until
 
-    proc = subprocess.Popen(
+    proc = warm_python.Popen(
         [sys.executable, "-m", "a3c.tune", "--env", "CartPole-v1", "--trials", "4",
          "--jobs", "2", "--budget", "60", "--workers", "1", "--logdir", "study"],
         cwd=tmp_path, env=CHILD_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 import user_envs
+import warm_python
 
 from a3c.api import config_for, evaluate, train
 from a3c.envs import make_env
@@ -96,7 +96,7 @@ def test_a_wrapped_run_trains_evaluates_resumes_and_is_scored_wrapped(tmp_path, 
     ]  # fmt: skip
     # Stop at the first evaluation (any CartPole return is >= 0), whatever the machine's
     # speed: the spawned evaluator must have played the wrapped env.
-    first = subprocess.run(
+    first = warm_python.run(
         [*base, "--target-metric", "eval", "--target-return", "0", "--time-limit", "60"],
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
@@ -174,7 +174,7 @@ def test_a_wrapper_or_factory_of_the_script_being_run_is_refused_before_training
         "        except Exception as e:\n"
         "            print(type(e).__name__, e)\n"
     )
-    out = subprocess.run(
+    out = warm_python.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
     ).stdout.splitlines()
     assert len(out) == 3, out

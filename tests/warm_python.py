@@ -16,9 +16,11 @@ does ``WARM_PYTHON=0``.
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import ctypes
 import gc
+import importlib.machinery
 import json
 import os
 import runpy
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 import warnings
 from pathlib import Path
 from typing import Any, NoReturn
@@ -312,7 +315,11 @@ def _become(request: dict, base_path: list[str]) -> None:
         script = os.path.abspath(request["script"])
         sys.path[:] = [os.path.dirname(os.path.realpath(script)), *extra, *base_path]
         sys.argv = [request["script"], *request["argv"]]
-        runpy.run_path(script, run_name="__main__")
+        # Not runpy.run_path, which would give sys.argv[0] the absolute path.
+        main = sys.modules["__main__"] = types.ModuleType("__main__")
+        loader = importlib.machinery.SourceFileLoader("__main__", script)
+        main.__dict__.update(__file__=script, __loader__=loader, __builtins__=builtins)
+        exec(compile(Path(script).read_bytes(), script, "exec"), main.__dict__)
 
 
 def _exit(code: int, interrupted: bool) -> NoReturn:
@@ -348,6 +355,7 @@ def _exit_code(request: dict, base_path: list[str]) -> tuple[int, bool]:
 
 
 if __name__ == "__main__":
-    own = {p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
-    base = [p for p in sys.path[1:] if p not in own]
+    # sys.path: the script's folder, PYTHONPATH's folders, then what every child shares.
+    own = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    base = sys.path[1 + len(own) :]
     _exit(*_exit_code(_serve(sys.argv[1], int(sys.argv[2])), base))

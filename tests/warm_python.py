@@ -25,6 +25,7 @@ import json
 import os
 import runpy
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -108,6 +109,7 @@ class _Server:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 _SERVER = _Server()
@@ -253,6 +255,7 @@ def _serve(path: str, ready_fd: int) -> dict:
         with contextlib.suppress(InterruptedError):
             readable = select.select([listener, wake_r, sys.stdin], [], [])[0]
         if sys.stdin in readable and not os.read(sys.stdin.fileno(), 1):
+            shutil.rmtree(os.path.dirname(path), ignore_errors=True)
             os._exit(0)  # the test process has ended
         if wake_r in readable:
             os.read(wake_r, 4096)

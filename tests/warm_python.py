@@ -145,6 +145,7 @@ class Popen(subprocess.Popen):
 
     _request: dict | None = None
     _conn: socket.socket | None = None
+    _buffer = b""
 
     def __init__(self, args: Any, *a: Any, **kw: Any) -> None:
         if not a and not any(kw.get(k) for k in COLD_ONLY):
@@ -169,25 +170,39 @@ class Popen(subprocess.Popen):
         body = json.dumps({**request, "new_session": bool(start_new_session)}).encode()
         socket.send_fds(conn, [body], fds)
         conn.shutdown(socket.SHUT_WR)
-        reply = conn.recv(64)
+        self._conn = conn
+        reply = self._line(block=True)
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
-        if not reply.startswith(b"pid "):
+        if not reply or not reply.startswith(b"pid "):
             conn.close()
             raise OSError(f"the warm server did not start {args!r}: {reply!r}")
         self.pid = int(reply[4:])
         self._child_created = True
-        self._conn = conn
+
+    def _line(self, block: bool) -> bytes | None:
+        """The server's next message; None if none has come yet (``block`` False), b""
+        once the server is gone. A fast child's status can follow its pid in one read."""
+        assert self._conn is not None
+        while b"\n" not in self._buffer:
+            if not block and not select.select([self._conn], [], [], 0)[0]:
+                return None
+            data = self._conn.recv(STATUS_BYTES)
+            if not data:
+                return b""
+            self._buffer += data
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line
 
     def _status(self, block: bool) -> tuple[int, int]:
         """``(pid, status)`` once the server has reaped the child, else ``(0, 0)``."""
-        assert self._conn is not None
-        if not block and not select.select([self._conn], [], [], 0)[0]:
+        line = self._line(block)
+        if line is None:
             return 0, 0
-        data = self._conn.recv(STATUS_BYTES)
+        assert self._conn is not None
         self._conn.close()
-        if not data.startswith(b"status "):  # the server is gone: say "killed"
+        if not line.startswith(b"status "):  # the server is gone: say "killed"
             return self.pid, signal.SIGKILL
-        return self.pid, int(data[7:])
+        return self.pid, int(line[7:])
 
     def _try_wait(self, wait_flags: int) -> tuple[int, int]:
         if self._conn is None:
@@ -264,7 +279,7 @@ def _serve(path: str, ready_fd: int) -> dict:
                 if not pid:
                     break
                 with contextlib.suppress(OSError):
-                    children.pop(pid).sendall(f"status {status}".encode())
+                    children.pop(pid).sendall(f"status {status}\n".encode())
         if listener in readable:
             conn = listener.accept()[0]
             body, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
@@ -289,7 +304,7 @@ def _serve(path: str, ready_fd: int) -> dict:
                 return request
             for fd in fds:
                 os.close(fd)
-            conn.sendall(f"pid {pid}".encode())
+            conn.sendall(f"pid {pid}\n".encode())
             children[pid] = conn
 
 

@@ -253,8 +253,13 @@ def _serve(path: str, ready_fd: int) -> dict:
         with contextlib.suppress(Exception):
             __import__(name)
     gc.freeze()  # a child's collections leave the server's objects (and pages) alone
+    import torch
+
     if threading.active_count() != 1:  # OpenBLAS's threads are forked past, as the engine's
         os.write(ready_fd, b"Python threads: forking would be unsafe")
+        sys.exit(1)
+    if torch.cuda.is_initialized():  # a forked child could not use the GPU
+        os.write(ready_fd, b"CUDA was initialised while importing")
         sys.exit(1)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -56,6 +56,8 @@ READ_AT_START = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_WAIT_POLICY", "PYTHO
 COLD_ONLY = ("executable", "preexec_fn", "pass_fds", "shell", "user", "group", "extra_groups",
              "umask", "process_group")  # fmt: skip
 STATUS_BYTES = 4096
+#: Seconds the server may take to import (~3-12 s here) or to fork a child.
+START_S = 120.0
 
 
 # -- the client: a subprocess.Popen whose child the server forks --------------------------
@@ -98,10 +100,12 @@ class _Server:
             )
         os.close(ready_w)
         with os.fdopen(ready_r, "rb") as ready:
-            said = ready.read().decode()
+            # Past START_S (a hung import) the server is killed and children start cold.
+            said = ready.read().decode() if select.select([ready], [], [], START_S)[0] else ""
         atexit.register(self.stop)
         if said != "ready":
             self.failed = True
+            self.stop()
             why = said or log.read_text(errors="replace")[-2000:] or "it died"
             warnings.warn(f"no warm server, children start cold: {why}", stacklevel=3)
 
@@ -171,7 +175,9 @@ class Popen(subprocess.Popen):
         socket.send_fds(conn, [body], fds)
         conn.shutdown(socket.SHUT_WR)
         self._conn = conn
+        conn.settimeout(START_S)  # a server that never answers is an OSError, not a hang
         reply = self._line(block=True)
+        conn.settimeout(None)
         self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
         if not reply or not reply.startswith(b"pid "):
             conn.close()

@@ -377,8 +377,10 @@ class A3CRun:
         self.steps.count(self.stats.env_steps)
 
     def _collect_scores(self, ready: Sequence[Any], now: float) -> str | None:
-        """The evaluator's new scores, each logged, kept as ``best.pt`` if it is the best
-        and told to the callbacks; a reason to stop if one reached the target."""
+        """The evaluator's new scores, each logged, kept as ``best.pt`` if none scored higher
+        (a tie goes to the later policy, trained longer: a win rate against a random player
+        sits at 1 for most of a board game's run) and told to the callbacks; a reason to
+        stop if one reached the target."""
         if self.evaluator is None:
             return None
         reason = None
@@ -386,7 +388,7 @@ class A3CRun:
             self.logger.eval_scores(metrics, step)
             self.stats.last_eval = metrics
             score = metrics["mean_return"]
-            if score > self.history.best_eval:
+            if score >= self.history.best_eval:
                 self._save_best(score, step, snapshot)
             reason = self.stop_rules.eval_reason(score) or reason
             if not self._call_back("eval", now, eval_mean_return=score):

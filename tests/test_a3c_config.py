@@ -93,7 +93,11 @@ def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
     ]:
         cfg = config_for(env, **kwargs)
         assert (cfg.preset, preset_names(cfg)) == ("pettingzoo", "pettingzoo + self_play")
-        assert (cfg.entropy_coef, cfg.gamma) == (own["entropy_coef"], family["gamma"])
+        assert (cfg.entropy_coef, cfg.eval_episodes, cfg.gamma) == (
+            own["entropy_coef"],
+            own["eval_episodes"],
+            family["gamma"],
+        )
     # A cooperative turn-based game and a parallel one are a team's: the family's alone.
     for env in ("mpe2.simple_spread_v3:env", "mpe2.simple_spread_v3:parallel_env"):
         cfg = config_for(env)

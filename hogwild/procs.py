@@ -297,6 +297,14 @@ class WorkerGroup:
                 if drain is not None:
                     drain()
                 s.process.join(0.05)
+        late = [s.rank for s in self.slots if s.process.is_alive()]
+        if late:
+            log.warning(
+                "worker%s %s did not stop within %g s of the request: terminating",
+                "s" if len(late) > 1 else "",
+                ", ".join(map(str, late)),
+                timeout,
+            )
         for sig_step in (BaseProcess.terminate, BaseProcess.kill):
             alive = [s.process for s in self.slots if s.process.is_alive()]
             for p in alive:

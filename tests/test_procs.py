@@ -207,7 +207,7 @@ def test_kill_minus_9_is_noticed_at_once_and_the_worker_restarted(caplog_procs):
 
 
 @pytest.mark.usefixtures("no_leftover_children")
-def test_kill_minus_9_with_policy_abort_raises_within_seconds():
+def test_kill_minus_9_with_policy_abort_raises_within_seconds(caplog_procs):
     pids = CTX.Array("i", 8, lock=False)
     group = WorkerGroup(run_for, (pids, 20.0), num_workers=2, seed=0, policy=FailurePolicy("abort"))
     group.start()
@@ -223,6 +223,8 @@ def test_kill_minus_9_with_policy_abort_raises_within_seconds():
         group.stop(timeout=0.3)  # the survivor ignores the stop event: terminated
     assert str(info.value) == f"worker 0 (pid {victim}) was killed by SIGKILL; aborting"
     assert group.slots[1].process.exitcode == -signal.SIGTERM
+    said = "worker 1 did not stop within 0.3 s of the request: terminating"
+    assert [r.getMessage() for r in caplog_procs.records if r.levelname == "WARNING"] == [said]
 
 
 @pytest.mark.usefixtures("no_leftover_children")

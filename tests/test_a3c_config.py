@@ -9,9 +9,12 @@ from pathlib import Path
 import pytest
 from tb_helpers import scalar_points
 
+from a3c.actions import DiscreteActions
+from a3c.envs.spaces import EnvSpaces
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
 from a3c.run.presets import config_for, load_presets, preset_names, resolve_preset
+from a3c.run.shared_model import model_spec
 from a3c.run.trainer import train
 from a3c.train import main as train_main
 from hogwild.errors import UsageError
@@ -156,6 +159,8 @@ def test_atari_appo_runs_on_every_core_at_a_rate_scaled_from_two_workers():
 
     cfg = config_for("ALE/Qbert-v5")
     assert cfg.workers == A3CConfig().workers and cfg.center_frames and cfg.lr_workers == 2
+    frames = EnvSpaces((4, 84, 84), "uint8", DiscreteActions(6))
+    assert model_spec(cfg, frames).center_frames == "background"  # not the mean: see encoders
     assert worker_rate(config_for("ALE/Qbert-v5", workers=2)) == cfg.lr
     assert worker_rate(config_for("ALE/Qbert-v5", workers=8)) == pytest.approx(cfg.lr / 2)
 

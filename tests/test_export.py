@@ -36,7 +36,7 @@ POLICIES = {
     "cartpole": ("CartPole-v1", {}),
     "pendulum": ("Pendulum-v1", {"normalize_obs": True}),
     "minatar": ("MinAtar/Breakout-v1", {}),
-    "minatar_centred": ("MinAtar/Breakout-v1", {"center_frames": True}),
+    "minatar_centred": ("MinAtar/Breakout-v1", {"center_frames": "background"}),
     "lstm": ("CartPole-v1", {"lstm": 16}),
     "pendulum_lstm": ("Pendulum-v1", {"lstm": 16, "normalize_obs": True}),
     "copybits": ("policy_helpers:CopyBits-v0", {}),  # Dict observations, MultiBinary actions

@@ -9,7 +9,8 @@ import torch
 
 from a3c.actions import DiscreteActions
 from a3c.policy import ActorCritic, ModelSpec
-from a3c.policy.encoders import A3CConv, NatureConv, SmallConv, conv_encoder
+from a3c.policy.encoders import A3CConv, NatureConv, SmallConv, conv_encoder, frame_background
+from hogwild.errors import UsageError
 
 
 @pytest.fixture(autouse=True)
@@ -145,23 +146,64 @@ def test_rejects_unbatched_input():
         SmallConv((4, 10, 10))(torch.zeros(4, 10, 10, dtype=torch.uint8))
 
 
-def test_centred_frames_make_a_flat_background_zero():
-    """With ``center``, a frame and the same frame on a brighter background (every pixel of
-    a channel raised alike) give the same features; without it they differ."""
+def screen(background: int) -> torch.Tensor:
+    """Two 4-frame stacks of a flat ``background`` with a paddle, a ball and a row of
+    bricks drawn on it, as Atari frames are: ``uint8 [2, 4, 84, 84]``."""
+    frames = torch.full((2, 4, 84, 84), background, dtype=torch.uint8)
+    frames[:, :, 30:46, 8:11] = 236  # a paddle
+    frames[0, :, 40:42, 50:52] = 200  # the ball, where the stacks differ
+    frames[1, :, 20:22, 60:62] = 200
+    frames[:, :, 10:14, :] = 140  # bricks
+    return frames
+
+
+def test_the_background_is_a_frames_most_common_value():
+    frames = screen(87)
+    frames[1, 2] = 0  # one channel black
+    assert frame_background(frames).flatten().tolist() == [87] * 6 + [0] + [87]
+    assert frame_background(frames.float()).flatten().tolist() == [87] * 6 + [0] + [87]
+    small = torch.zeros(3, 4, 10, 10, dtype=torch.uint8)
+    small[:, :, :3] = 255  # a 10x10 grid: every pixel counted, 70 of them 0
+    assert frame_background(small).flatten().tolist() == [0] * 12
+
+
+@pytest.mark.parametrize("center", ["background", "mean"])
+def test_centred_frames_make_a_flat_background_zero(center):
+    """Centred, a frame and the same frame with every pixel of a channel raised alike give
+    the same features; without centring they differ."""
     torch.manual_seed(0)
     frame = torch.randint(0, 200, (2, 4, 84, 84), dtype=torch.uint8)
     brighter = frame + 40
-    centred, plain = A3CConv((4, 84, 84), center=True), A3CConv((4, 84, 84))
+    centred, plain = A3CConv((4, 84, 84), center=center), A3CConv((4, 84, 84))
     plain.load_state_dict(centred.state_dict())
     with torch.no_grad():
         torch.testing.assert_close(centred(frame), centred(brighter), atol=1e-5, rtol=1e-5)
         assert not torch.allclose(plain(frame), plain(brighter))
 
 
+def test_the_background_is_taken_off_a_grey_screen_and_a_black_one_is_left_as_it_is():
+    """Pong's grey field reads as the same game on black; Breakout's black screen is read
+    as it is, where the mean would have lowered every pixel by the bricks' share."""
+    torch.manual_seed(0)
+    centred = A3CConv((4, 84, 84), center="background")
+    plain, by_mean = A3CConv((4, 84, 84)), A3CConv((4, 84, 84), center="mean")
+    plain.load_state_dict(centred.state_dict())
+    by_mean.load_state_dict(centred.state_dict())
+    grey, black = screen(87), screen(0)
+    objects_on_black = grey - 87  # every drawn value is above the grey: none wraps
+    with torch.no_grad():
+        torch.testing.assert_close(centred(black), plain(black))
+        torch.testing.assert_close(centred(grey), plain(objects_on_black), atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(by_mean(black), plain(black), atol=1e-3)
+
+
 def test_a_centring_policy_keeps_it_in_its_spec():
-    spec = ModelSpec((4, 84, 84), DiscreteActions(6), obs_dtype="uint8", center_frames=True)
+    spec = ModelSpec((4, 84, 84), DiscreteActions(6), obs_dtype="uint8", center_frames="background")
     assert ModelSpec.from_dict(spec.to_dict()) == spec
-    assert spec.build().encoder.center
-    assert (
-        not ModelSpec.from_dict({**spec.to_dict(), "center_frames": False}).build().encoder.center
-    )
+    assert spec.build().encoder.center == "background"
+    # Checkpoints of before 2026-12-04 say true for the frame's mean, false for none.
+    for saved, center in ((True, "mean"), (False, "none")):
+        old = ModelSpec.from_dict({**spec.to_dict(), "center_frames": saved})
+        assert old.center_frames == center and old.build().encoder.center == center
+    with pytest.raises(UsageError, match="center_frames must be one of none, mean, background"):
+        ModelSpec.from_dict({**spec.to_dict(), "center_frames": "median"})

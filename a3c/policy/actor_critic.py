@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from a3c.actions import ActionSpec, action_spec_from_dict, check_action_spec
 from a3c.policy.distributions import ActionDistribution, make_distribution
-from a3c.policy.encoders import ENCODERS, conv_encoder
+from a3c.policy.encoders import CENTERS, ENCODERS, conv_encoder
 from hogwild.errors import UsageError
 
 __all__ = ["ACTIVATIONS", "OBS_CLIP", "ActorCritic", "GroupedActorCritic", "ModelSpec"]
@@ -62,7 +62,7 @@ class ModelSpec:
     squash: bool = False
     lstm: int = 0  # hidden size of an LSTM core between the trunk and the head (0: none)
     conv: str = "auto"  # the image encoder (encoders.ENCODERS, or auto); vectors ignore it
-    center_frames: bool = False  # images: each channel's mean over the frame subtracted
+    center_frames: str = "none"  # images: what each channel is centred on (encoders.CENTERS)
     action_mask: bool = False  # a vector observation's last n entries: the legal actions
     # groups of agents with policies of their own: each's (observation size, actions), laid
     # out as a3c.envs.multiagent.AgentViews lays rows out (a3c.policy.grouped)
@@ -136,7 +136,9 @@ class ModelSpec:
         for key in ("obs_shape", "hidden", "groups", "grid"):
             if not isinstance(d.get(key, []), (list, tuple)):
                 raise UsageError(f"checkpoint model config: {key} must be a list, got {d[key]!r}")
-        for key in ("normalize_obs", "separate", "squash", "center_frames", "action_mask"):
+        if isinstance(d.get("center_frames"), bool):  # before 2026-12-04: True was the mean
+            d["center_frames"] = "mean" if d["center_frames"] else "none"
+        for key in ("normalize_obs", "separate", "squash", "action_mask"):
             if not isinstance(d.get(key, False), bool):
                 raise UsageError(f"checkpoint model config: {key} must be a bool, got {d[key]!r}")
         spec = cls(**d)
@@ -163,6 +165,11 @@ class ModelSpec:
         if self.conv != "auto" and self.conv not in ENCODERS:
             raise error(
                 f"conv encoder must be auto or one of {sorted(ENCODERS)}, got {self.conv!r}"
+            )
+        if self.center_frames not in CENTERS or (self.center_frames != "none" and not self.image):
+            raise error(
+                f"center_frames must be one of {', '.join(CENTERS)} (not none only for "
+                f"images), got {self.center_frames!r}"
             )
         check_action_spec(self.action, error)
         if not positive_ints(self.hidden):

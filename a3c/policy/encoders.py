@@ -5,8 +5,9 @@ Inputs are pixel intensities 0..255 (Atari frames; MinAtar grids as 0/255, see
 multiplies by ``scale`` (1/255 by default; pass ``scale=1.0`` for inputs already in
 [0, 1]), so ``uint8`` and float copies of the same image give the same features. With
 ``channels_last=True`` the input is ``[B, H, W, C]`` and is permuted inside. With
-``center=True`` each channel's mean over the image is then subtracted, so that a flat
-background is 0.
+``center="background"`` each channel's background, its most common pixel value, is then
+subtracted, so that a flat background is 0 whatever its colour (``"mean"``, the frame's
+mean, is kept for checkpoints that used it).
 
 * :class:`A3CConv` (Mnih et al., 2016, after the 2013 DQN): conv 16 8x8/4, conv 32
   4x4/2, FC 256; 676 k parameters on 4x84x84 (664 k of them in the FC).
@@ -30,10 +31,38 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-__all__ = ["ENCODERS", "A3CConv", "ConvEncoder", "NatureConv", "SmallConv", "conv_encoder"]
+__all__ = [
+    "CENTERS",
+    "ENCODERS",
+    "A3CConv",
+    "ConvEncoder",
+    "NatureConv",
+    "SmallConv",
+    "conv_encoder",
+    "frame_background",
+]
 
 #: Images smaller than this (height or width) get :class:`SmallConv` from ``"auto"``.
 SMALL_IMAGE = 36
+#: What a frame is centred on before the conv net: nothing, its mean, its background.
+CENTERS = ("none", "mean", "background")
+#: The background is the most common value of a grid of about this many pixels a side.
+BACKGROUND_GRID = 21
+PIXEL_VALUES = 256
+
+
+def frame_background(frames: Tensor) -> Tensor:
+    """Each channel's most common pixel value, ``[B, C, H, W]`` (0..255) -> ``[B, C, 1, 1]``,
+    counted on every k-th row and column (k = size // 21: 441 of an 84x84 frame's pixels)."""
+    b, c, h, w = frames.shape
+    k = max(1, min(h, w) // BACKGROUND_GRID)
+    cells = frames[:, :, ::k, ::k].reshape(b * c, -1)
+    if cells.is_floating_point():
+        cells = cells.round().clamp(0, PIXEL_VALUES - 1)
+    cells = cells.long()
+    counts = torch.zeros(b * c, PIXEL_VALUES, dtype=torch.float32, device=frames.device)
+    counts.scatter_add_(1, cells, torch.ones_like(cells, dtype=torch.float32))
+    return counts.argmax(1).view(b, c, 1, 1)
 
 
 class ConvEncoder(nn.Module):
@@ -51,7 +80,7 @@ class ConvEncoder(nn.Module):
         *,
         channels_last: bool = False,
         scale: float = 1.0 / 255.0,
-        center: bool = False,
+        center: str = "none",
     ) -> None:
         super().__init__()
         if len(obs_shape) != 3 or min(obs_shape) < 1:
@@ -60,6 +89,8 @@ class ConvEncoder(nn.Module):
         self.obs_shape = tuple(int(d) for d in obs_shape)
         self.channels_last = channels_last
         self.scale = float(scale)
+        if center not in CENTERS:
+            raise ValueError(f"center must be one of {', '.join(CENTERS)}, got {center!r}")
         self.center = center
 
         layers: list[nn.Module] = []
@@ -99,10 +130,13 @@ class ConvEncoder(nn.Module):
             # nothing, so it stays NCHW. docs/benchmarks.md, "Per-step costs".
             obs = obs.contiguous(memory_format=torch.channels_last)
         x = obs.to(self.fc.weight.dtype) * self.scale
-        if self.center:
-            # Each channel's mean over the frame removed: on a flat background (Pong's grey)
-            # Adam moved a first-layer filter's weights all one way, by its fan-in x the
-            # rate at once, and the layer's units died (docs/tuning.md, "Dead starts").
+        # On a flat background that is not 0 (Pong's grey) Adam moved a first-layer filter's
+        # weights all one way, by its fan-in x the rate at once, and the layer's units died
+        # (docs/tuning.md, "Dead starts"). The mean would make other games' black
+        # backgrounds flat and not 0 (Breakout's -0.16, RoadRunner's -0.33).
+        if self.center == "background":
+            x = x - frame_background(obs).to(x.dtype) * self.scale
+        elif self.center == "mean":
             x = x - x.mean((2, 3), keepdim=True)
         x = self.conv(x)
         return torch.relu(self.fc(x.flatten(1)))

@@ -282,9 +282,9 @@ class A3CConfig(EngineConfig):
     )
     center_frames: bool = setting(
         False,
-        "images: subtract each channel's mean over the frame before the conv net, so a flat "
-        "background is 0 (without it Pong's first conv layer lost 88-94% of its units by "
-        "150k steps, and now and then all of them)",
+        "images: subtract each channel's background, its most common pixel value, before "
+        "the conv net, so a flat background is 0 (without it Pong's grey cost its first "
+        "conv layer 88-94% of its units by 150k steps, and now and then all of them)",
         group=NET,
     )
     lstm_size: int = setting(128, "hidden size of the LSTM core (--policy lstm)", group=NET, min=1)

@@ -48,7 +48,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.squash_actions,
         cfg.lstm_size if cfg.policy == "lstm" else 0,
         cfg.conv,
-        cfg.center_frames and image,
+        "background" if cfg.center_frames and image else "none",
         spaces.action_mask,
         spaces.groups,
         grid,

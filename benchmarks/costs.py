@@ -57,6 +57,13 @@ def model_costs(rounds: int) -> None:
             IMAGE,
             None,
         ),
+        "A3C conv, background centred (the [atari] preset)": (
+            ModelSpec(
+                IMAGE, discrete, obs_dtype="uint8", conv="a3c", center_frames="background"
+            ).build(),
+            IMAGE,
+            None,
+        ),
         "DQN conv (nature) on 4x84x84": (
             ModelSpec(IMAGE, discrete, obs_dtype="uint8", conv="nature").build(),
             IMAGE,

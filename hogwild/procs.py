@@ -300,7 +300,8 @@ class WorkerGroup:
         late = [s.rank for s in self.slots if s.process.is_alive()]
         if late:
             log.warning(
-                "worker%s %s did not stop within %g s of the request: terminating",
+                "%s%s %s did not stop within %g s of the request: terminating",
+                self.name,
                 "s" if len(late) > 1 else "",
                 ", ".join(map(str, late)),
                 timeout,

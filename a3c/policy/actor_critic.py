@@ -168,8 +168,8 @@ class ModelSpec:
             )
         if self.center_frames not in CENTERS or (self.center_frames != "none" and not self.image):
             raise error(
-                f"center_frames must be one of {', '.join(CENTERS)} (not none only for "
-                f"images), got {self.center_frames!r}"
+                f"center_frames must be one of {', '.join(CENTERS)} (and none unless the "
+                f"observations are images), got {self.center_frames!r}"
             )
         check_action_spec(self.action, error)
         if not positive_ints(self.hidden):

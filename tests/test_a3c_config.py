@@ -11,6 +11,7 @@ from tb_helpers import scalar_points
 
 from a3c.actions import DiscreteActions
 from a3c.envs.spaces import EnvSpaces
+from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.cli import build_parser, config_from_args
 from a3c.run.config import A3CConfig
 from a3c.run.presets import config_for, load_presets, preset_names, resolve_preset
@@ -394,6 +395,25 @@ def test_a_preset_names_its_algorithm_and_keeps_each_algorithms_settings():
         load_presets('["X-v0"]\nalgo = "a3c"\n["X-v0".appo]\nalgo = "a3c"\n')
     with pytest.raises(UsageError, match="X-v0'.appo: unknown setting 'bogus'"):
         load_presets('["X-v0"]\n["X-v0".appo]\nbogus = 1\n')
+
+
+def test_an_algorithm_brings_its_own_defaults_under_presets_files_and_flags(tmp_path):
+    """APPO on an env with no APPO table once took A3C's 5-step rollouts: CartPole-v1
+    unsolved after 60 s (best 441, falling to 267), where 32 steps solve it in ~6 s."""
+    own = ALGORITHMS["appo"].defaults["n_steps"]
+    assert own != A3CConfig.n_steps
+    for env in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"):  # no APPO table of their own
+        assert config_for(env, algo="appo").n_steps == own, env
+        assert config_for(env).n_steps == A3CConfig.n_steps  # A3C keeps the paper's 5
+    assert config_for("CartPole-v1", preset=None, algo="ppo").n_steps == own
+    assert config_for("LunarLander-v3").n_steps == 256  # the preset's APPO table
+    assert config_for("CartPole-v1", algo="appo", n_steps=7).n_steps == 7
+    path = tmp_path / "run.toml"
+    path.write_text('algo = "appo"\nn_steps = 9\n')
+    assert config_for("Acrobot-v1", config_file=path).n_steps == 9
+    assert config_for("Acrobot-v1", config_file=path, n_steps=11).n_steps == 11
+    assert parse("--env", "Acrobot-v1", "--algo", "appo").n_steps == own
+    assert f"appo: {own}" in build_parser().format_help()
 
 
 def test_an_lstm_asked_for_overrides_a_presets_separate_networks():

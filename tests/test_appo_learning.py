@@ -17,7 +17,8 @@ def _appo(env: str, tmp_path, **kw):
 
 
 def test_appo_solves_cartpole(tmp_path):
-    r = _appo("CartPole-v1", tmp_path, n_steps=64, envs_per_worker=4, total_steps=300_000)
+    """With APPO's own 32-step rollouts (seeds 1-3 solved after 55k, 54k, 56k steps)."""
+    r = _appo("CartPole-v1", tmp_path, total_steps=300_000)
     assert r.exit_code == 0
     # A random policy's episodes last ~22 steps.
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
@@ -35,7 +36,6 @@ def test_recurrent_appo_learns_what_needs_memory(tmp_path):
         "policy_helpers:CartPoleNoVel-v1",
         tmp_path,
         policy="lstm",
-        n_steps=32,
         total_steps=400_000,
         target_return=195.0,
     )
@@ -50,7 +50,7 @@ def test_recurrent_appo_learns_what_needs_memory(tmp_path):
 )
 def test_appo_learns_multidiscrete_and_dict_observation_envs(env_id, target, tmp_path):
     # Random: 3.3 (MatchDigits), 5.0 (CopyBits); test_continuous_learning has A3C's runs.
-    r = _appo(env_id, tmp_path, n_steps=16, total_steps=300_000, target_return=target)
+    r = _appo(env_id, tmp_path, total_steps=300_000, target_return=target)
     assert r.exit_code == 0
     assert r.solved_at is not None, f"best 100-episode mean {r.best_mean_100}"
 

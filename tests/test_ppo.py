@@ -233,7 +233,7 @@ def test_advantages_are_standardised_by_default_for_appo_alone(algo, flag, norma
     [
         (["--epochs", "0"], "epochs (--epochs) must be at least 1"),
         (["--clip-range", "-1"], "clip_range (--clip-range) must be above 0"),
-        (["--minibatches", "41"], "more than the 40 samples of a rollout"),
+        (["--minibatches", "257"], "more than the 256 samples of a rollout"),  # 32 x 8
         (["--policy", "lstm", "--minibatches", "9"], "more than the 8 envs per worker"),
     ],
 )

@@ -107,4 +107,6 @@ class Algorithm:
     minibatched: bool = False  # splits a rollout into --minibatches (checked against it)
     decoupled: bool = False  # one worker learns, the others act (a3c.run.decoupled)
     tuning_space: Mapping[str, Choice | Range] = field(default_factory=dict)  # a3c.tune's
+    defaults: Mapping[str, Any] = field(default_factory=dict)  # its settings that a preset,
+    #                                  a config file or a flag may replace (a3c.run.presets)
     metrics: tuple[Metric, ...] = ()  # its own counts, beside its figures and the learner's

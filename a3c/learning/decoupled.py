@@ -31,6 +31,7 @@ PPO = Algorithm(
     minibatched=True,
     decoupled=True,
     tuning_space=APPO.tuning_space,
+    defaults=APPO.defaults,
     metrics=(
         Metric("kl_stops", "charts/kl_stops", SUM),
         Metric("stale_rollouts", "charts/stale_rollouts", SUM),

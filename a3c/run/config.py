@@ -36,6 +36,12 @@ def _algo_help() -> str:
     return "; ".join(f"{a.name}: {a.summary}" for a in ALGORITHMS.values())
 
 
+def _own_default_help(name: str, what: str) -> str:
+    """``what``, and the algorithms that take a default of their own for it."""
+    own = [f"{a.name}: {a.defaults[name]}" for a in ALGORITHMS.values() if name in a.defaults]
+    return f"{what} ({', '.join(own)}; a preset may set another)" if own else what
+
+
 def _normalize_advantage_help() -> str:
     over = ", ".join(f"{a.name}: per {a.normalized_over}" for a in ALGORITHMS.values())
     default = ", ".join(
@@ -115,7 +121,9 @@ class A3CConfig(EngineConfig):
         choices=("train", "eval", "none"),
     )
     algo: str = setting("a3c", _algo_help(), group=ALGO, choices=tuple(ALGORITHMS))
-    n_steps: int = setting(5, "rollout length per update", group=ALGO, min=1)
+    n_steps: int = setting(
+        5, _own_default_help("n_steps", "rollout length per update"), group=ALGO, min=1
+    )
     gamma: float = setting(0.99, "discount", group=ALGO, min=0, max=1)
     gae_lambda: float = setting(0.95, "GAE lambda (1: n-step returns)", group=ALGO, min=0, max=1)
     optimizer: str = setting(

@@ -160,7 +160,8 @@ def config_for(
     config_file: str | Path | None = None,
     **overrides: Any,
 ) -> A3CConfig:
-    """The config a run uses: defaults <- preset for ``env`` <- config file <- ``overrides``.
+    """The config a run uses: defaults <- the algorithm's own (APPO's rollouts) <- preset
+    for ``env`` <- config file <- ``overrides``.
 
     ``env`` is an id or a module-level function (or class) that returns the env;
     ``wrappers=[...]`` takes wrapper callables or ``"module:callable"`` texts.
@@ -186,7 +187,9 @@ def config_for(
         env_kwargs = overrides.get("env_kwargs") or from_file.get("env_kwargs") or {}
         made_with = {**env_kwargs, **({"agent_groups": groups} if groups else {})}
         name, values = resolve_preset(env, preset, algo, made_with)
-        base = {**values, "env": env, "preset": name}
+        chosen = ALGORITHMS.get(algo or values.get("algo") or A3CConfig.algo)
+        own = dict(chosen.defaults) if chosen is not None else {}  # a bad --algo: refused below
+        base = {**own, **values, "env": env, "preset": name}
     if env is not None:
         overrides["env"] = env
     settings = {**base, **from_file, **overrides}

@@ -400,6 +400,8 @@ def test_a_preset_names_its_algorithm_and_keeps_each_algorithms_settings():
 def test_an_algorithm_brings_its_own_defaults_under_presets_files_and_flags(tmp_path):
     """APPO on an env with no APPO table once took A3C's 5-step rollouts: CartPole-v1
     unsolved after 60 s (best 441, falling to 267), where 32 steps solve it in ~6 s."""
+    for algo in ALGORITHMS.values():
+        assert set(algo.defaults) <= {f.name for f in dataclasses.fields(A3CConfig)}, algo.name
     own = ALGORITHMS["appo"].defaults["n_steps"]
     assert own != A3CConfig.n_steps
     for env in ("CartPole-v1", "Acrobot-v1", "MountainCar-v0"):  # no APPO table of their own

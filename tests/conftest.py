@@ -60,6 +60,24 @@ def hang_guard(request):
         faulthandler.cancel_dump_traceback_later()
 
 
+#: Every test's own bound, 4x the slowest learning run's time in the suite on the slowest
+#: host seen (66 s): a refusal that stopped refusing once trained for 674 s instead.
+ANY_TEST_TIMEOUT_S = 300.0
+
+
+@pytest.fixture(autouse=True)
+def _runaway_guard(request):
+    """Every test: past :data:`ANY_TEST_TIMEOUT_S`, dump the stacks and abort (``hang_guard``
+    sets a tighter bound inside it, for its own test)."""
+    faulthandler.dump_traceback_later(
+        ANY_TEST_TIMEOUT_S, exit=True, file=_real_stderr(request.config)
+    )
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
 # ------------------------------------------------------------------------ real MNIST
 
 #: The sibling folder CI provides (``../shared`` beside the checkout).

@@ -376,20 +376,11 @@ def score_greedy(
     return metrics
 
 
-#: Where a zero-sum game's confirming games start, past the evaluation's own seeds.
-CONFIRM_SEED_OFFSET = 20_000
-
-
 class EvalScore:
     """The run's evaluator's scoring function (:func:`score_greedy` with the run's
     settings); in a zero-sum game it keeps the policy it scored, to play the next one
     against it: a win rate above one half there says the policy still improves, where
-    the win rate against a random player has long reached 1.
-
-    A zero-sum game's score that reaches the best confirmed one is played again on seeds
-    no evaluation played, and that second figure (``confirmed_return``) ranks ``best.pt``
-    (:func:`ranking_score`): the most of ~30 noisy scores is a lucky one (go 5x5's black
-    lost 0.02 of its games in the run, 0.08 of fresh ones)."""
+    the win rate against a random player has long reached 1."""
 
     def __init__(
         self,
@@ -402,7 +393,6 @@ class EvalScore:
         self.env_id, self.env_kwargs = env_id, dict(env_kwargs)
         self.episodes, self.seed, self.max_steps = episodes, seed, max_steps
         self.previous: ActorCritic | None = None
-        self.best_confirmed = -np.inf
 
     def __call__(self, model: torch.nn.Module, device: torch.device, step: int) -> dict[str, float]:
         assert isinstance(model, ActorCritic)  # build_model's
@@ -412,20 +402,7 @@ class EvalScore:
                                earlier=self.previous)  # fmt: skip
         if "win_rate" in metrics:
             self.previous = copy.deepcopy(model)
-            if metrics["mean_return"] >= self.best_confirmed:
-                again = score_greedy(model, device, step, env_id=self.env_id,
-                                     env_kwargs=self.env_kwargs, episodes=self.episodes,
-                                     seed=self.seed + CONFIRM_SEED_OFFSET + step,
-                                     max_steps=self.max_steps)  # fmt: skip
-                metrics["confirmed_return"] = again["mean_return"]
-                self.best_confirmed = max(self.best_confirmed, again["mean_return"])
         return metrics
-
-
-def ranking_score(metrics: Mapping[str, float]) -> float:
-    """What ``best.pt`` is ranked by: the confirmed return where :class:`EvalScore` played
-    one, else the evaluation's mean return (in a zero-sum game then below the best)."""
-    return metrics.get("confirmed_return", metrics["mean_return"])
 
 
 def self_play(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:

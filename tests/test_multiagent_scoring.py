@@ -184,25 +184,6 @@ def test_a_zero_sum_evaluation_reports_win_rates_per_seat_and_against_the_last_o
     assert 0 <= second["win_rate_vs_previous"] <= 1
 
 
-def test_a_zero_sum_score_that_reaches_the_best_is_played_again_and_ranks_best_pt_by_that():
-    """The winner's curse: best.pt is ranked by fresh games, not by the lucky top score."""
-    from a3c.scoring import CONFIRM_SEED_OFFSET, EvalScore, ranking_score, score_greedy
-
-    torch.manual_seed(0)
-    model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
-    cpu = torch.device("cpu")
-    score = EvalScore(CONNECT_FOUR, {}, 6, 0)
-    first = score(model, cpu, 3)
-    fresh = score_greedy(model, cpu, 3, env_id=CONNECT_FOUR, env_kwargs={}, episodes=6,
-                         seed=CONFIRM_SEED_OFFSET + 3)  # fmt: skip
-    assert first["confirmed_return"] == fresh["mean_return"] == ranking_score(first)
-    assert score.best_confirmed == first["confirmed_return"]
-    score.best_confirmed = 1.5  # above any return a game of connect four gives
-    second = score(model, cpu, 4)
-    assert "confirmed_return" not in second and ranking_score(second) == second["mean_return"]
-    assert ranking_score({"mean_return": 0.25}) == 0.25  # a single-agent env: its mean
-
-
 def test_self_play_shows_its_progress_and_reads_its_target_against_the_evaluation(tmp_path):
     """Connect four, one policy in both seats: the console and TensorBoard show the
     evaluator's win rates against a random player, the callbacks' progress is its return

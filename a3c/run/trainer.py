@@ -43,7 +43,7 @@ from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
 from a3c.run.worker import SharedRun, run_worker, worker_rate, worker_rollout
-from a3c.scoring import EvalScore, build_model, ranking_score, score_greedy, self_play
+from a3c.scoring import EvalScore, build_model, score_greedy, self_play
 from hogwild.console import Progress
 from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
@@ -377,19 +377,19 @@ class A3CRun:
         self.steps.count(self.stats.env_steps)
 
     def _collect_scores(self, ready: Sequence[Any], now: float) -> str | None:
-        """The evaluator's new scores, each logged, kept as ``best.pt`` if none ranked higher
-        (:func:`~a3c.scoring.ranking_score`; a tie goes to the later policy, trained longer:
-        a win rate against a random player sits at 1 for most of a board game's run) and
-        told to the callbacks; a reason to stop if one reached the target."""
+        """The evaluator's new scores, each logged, kept as ``best.pt`` if none scored higher
+        (a tie goes to the later policy, trained longer: a win rate against a random player
+        sits at 1 for most of a board game's run) and told to the callbacks; a reason to
+        stop if one reached the target."""
         if self.evaluator is None:
             return None
         reason = None
         for step, metrics, snapshot in self.evaluator.collect(ready):
             self.logger.eval_scores(metrics, step)
             self.stats.last_eval = metrics
-            score, rank = metrics["mean_return"], ranking_score(metrics)
-            if rank >= self.history.best_eval:
-                self._save_best(rank, step, snapshot)
+            score = metrics["mean_return"]
+            if score >= self.history.best_eval:
+                self._save_best(score, step, snapshot)
             reason = self.stop_rules.eval_reason(score) or reason
             if not self._call_back("eval", now, eval_mean_return=score):
                 reason = reason or STOPPED

@@ -97,9 +97,10 @@ def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
     ]:
         cfg = config_for(env, **kwargs)
         assert (cfg.preset, preset_names(cfg)) == ("pettingzoo", "pettingzoo + self_play")
-        assert (cfg.entropy_coef, cfg.eval_episodes, cfg.gamma) == (
+        assert (cfg.entropy_coef, cfg.eval_episodes, cfg.eval_interval, cfg.gamma) == (
             own["entropy_coef"],
             own["eval_episodes"],
+            own["eval_interval"],
             family["gamma"],
         )
     # A cooperative turn-based game and a parallel one are a team's: the family's alone.

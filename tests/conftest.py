@@ -60,7 +60,7 @@ def hang_guard(request):
         faulthandler.cancel_dump_traceback_later()
 
 
-#: Every test's own bound, 4x the slowest learning run's time in the suite on the slowest
+#: Every test's own bound, over 4x the slowest learning run's time in the suite on the slowest
 #: host seen (66 s): a refusal that stopped refusing once trained for 674 s instead.
 ANY_TEST_TIMEOUT_S = 300.0
 

@@ -13,11 +13,12 @@ without the data cannot pass unseen.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import os
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -50,14 +51,21 @@ def _real_stderr(config: pytest.Config) -> int:
         return sys.__stderr__.fileno()
 
 
-@pytest.fixture
-def hang_guard(request):
-    """Opt-in (``pytest.mark.usefixtures("hang_guard")``): a hung test aborts the run."""
-    faulthandler.dump_traceback_later(HANG_TIMEOUT_S, exit=True, file=_real_stderr(request.config))
+@contextlib.contextmanager
+def _abort_after(seconds: float, config: pytest.Config) -> Iterator[None]:
+    """Past ``seconds``, dump every thread's stack to the terminal and exit."""
+    faulthandler.dump_traceback_later(seconds, exit=True, file=_real_stderr(config))
     try:
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture
+def hang_guard(request):
+    """Opt-in (``pytest.mark.usefixtures("hang_guard")``): a hung test aborts the run."""
+    with _abort_after(HANG_TIMEOUT_S, request.config):
+        yield
 
 
 #: Every test's own bound, over 4x the slowest learning run's time in the suite on the slowest
@@ -67,15 +75,10 @@ ANY_TEST_TIMEOUT_S = 300.0
 
 @pytest.fixture(autouse=True)
 def _runaway_guard(request):
-    """Every test: past :data:`ANY_TEST_TIMEOUT_S`, dump the stacks and abort (``hang_guard``
-    sets a tighter bound inside it, for its own test)."""
-    faulthandler.dump_traceback_later(
-        ANY_TEST_TIMEOUT_S, exit=True, file=_real_stderr(request.config)
-    )
-    try:
+    """Every test: past :data:`ANY_TEST_TIMEOUT_S`, abort (``hang_guard`` sets a tighter
+    bound inside it, for its own test)."""
+    with _abort_after(ANY_TEST_TIMEOUT_S, request.config):
         yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
 
 
 # ------------------------------------------------------------------------ real MNIST

@@ -80,8 +80,8 @@ def test_linear_lr_schedule_decays_to_zero_at_the_step_budget(tmp_path):
     assert values[0] > 0.8 * lr and values[-1] < 0.1 * lr, values
     # Each point is the mean rate of the updates since the previous one, each at the
     # schedule's value for the steps before its rollout (4 envs x 5 steps = 20 earlier);
-    # a point's step is the count when it is written, which under load ran 2 rollouts
-    # ahead of the figures still queued (7,120 for a rate of 7,090's).
+    # a point's step is the count when it is written: under load, 2 rollouts ahead of the
+    # figures still queued.
     slack = lr * 4 * 20 / total + 1e-9
     prev = 0
     for step, value in points:

@@ -76,8 +76,12 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
     )  # fmt: skip
     first = fit(user_models.make_mlp, train, **settings)
     assert marker.is_file() and first.exit_code == 143 and first.epochs_done == 0
-    position = load_checkpoint(first.checkpoint)["position"]
+    stopped = load_checkpoint(first.checkpoint)
+    position = stopped["position"]
     assert position["epoch"] == 0 and 0 < sum(position["done"]) < 2 * PER_WORKER
+    if strategy == "hogwild":  # each worker's optimizer stepped once per batch it recorded
+        steps = [[int(g["steps"].sum()) for g in w] for w in stopped["optimizers"]["dense"]]
+        assert steps == [[d] for d in position["done"]]
     resumed = fit(user_models.make_mlp, train, resume=str(first.checkpoint), **settings)
     assert resumed.exit_code == 0 and resumed.epochs_done == 1
     # Every sample once: the stopped run's, then only what it had not done.

@@ -264,8 +264,10 @@ def spread_run(tmp_path_factory):
     pytest.importorskip("pettingzoo", reason=EXTRA)
     pytest.importorskip("mpe2", reason=EXTRA)
     kwargs = {"N": 2, "max_cycles": 25}
-    # Seed 1: the 100-episode mean -15.5 at 60k steps, -12.8 at 194k (random -20.5).
-    cfg = config_for(SPREAD, workers=2, total_steps=100_000, seed=1, eval_interval=5.0,
+    # Seed 1: the 100-episode mean -15.5 at 60k steps, -12.8 at 194k (random -20.5). An
+    # evaluation a second: alone on 2 free cores the run took ~5 s and ended before a 5 s
+    # interval's first, leaving no best.pt.
+    cfg = config_for(SPREAD, workers=2, total_steps=100_000, seed=1, eval_interval=1.0,
                      eval_episodes=5, env_kwargs=kwargs,
                      logdir=str(tmp_path_factory.mktemp("runs")))  # fmt: skip
     result = train(cfg)

@@ -175,7 +175,10 @@ def test_corrupt_checkpoints_are_refused(tmp_path, capsys):
         assert "not a readable checkpoint" in err and err.count("\n") == 1, err
 
 
-def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[int]]:
+def start_training(
+    tmp_path: Path, *extra: str, settle: float = 2.0
+) -> tuple[subprocess.Popen, list[int]]:
+    """``a3c.train`` with 2 workers, once both run and it logs, plus ``settle`` s of training."""
     proc = warm_python.Popen(
         [
             sys.executable,
@@ -204,7 +207,7 @@ def start_training(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, list[
         progress=lambda: folder_state(tmp_path),
         procs=[proc],
     )
-    time.sleep(2.0)  # let it train a little
+    time.sleep(settle)
     return proc, sorted(child_pids(proc.pid))
 
 
@@ -252,7 +255,8 @@ def test_a_sigterm_as_the_run_folder_appears_stops_with_a_checkpoint(tmp_path):
 
 
 def test_killed_worker_is_restarted_and_run_finishes(tmp_path):
-    proc, kids = start_training(tmp_path, "--eval-interval", "0", "--time-limit", "8")
+    # Killed as soon as both run: 4 s left the restart ~4 s where 8 s only trained longer.
+    proc, kids = start_training(tmp_path, "--eval-interval", "0", "--time-limit", "4", settle=0)
     os.kill(kids[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err

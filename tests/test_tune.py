@@ -32,7 +32,7 @@ def test_a_search_writes_settings_that_a_run_takes(tmp_path, capsys, monkeypatch
     from a3c.train import main as train_main
 
     monkeypatch.chdir(tmp_path)
-    code = main(["--env", "CartPole-v1", "--trials", "3", "--budget", "3", "--workers", "1",
+    code = main(["--env", "CartPole-v1", "--trials", "3", "--budget", "2", "--workers", "1",
                  "--jobs", "2", "--out", "best.toml", "--logdir", "study"])  # fmt: skip
     out, err = capsys.readouterr()
     assert code == 0, out + err

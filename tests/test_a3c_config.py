@@ -103,6 +103,7 @@ def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
             own["eval_interval"],
             family["gamma"],
         )
+        assert (cfg.lr_schedule, cfg.total_steps) == ("linear", own["total_steps"])
     # A cooperative turn-based game and a parallel one are a team's: the family's alone.
     for env in ("mpe2.simple_spread_v3:env", "mpe2.simple_spread_v3:parallel_env"):
         cfg = config_for(env)

@@ -255,7 +255,7 @@ def test_a_sigterm_as_the_run_folder_appears_stops_with_a_checkpoint(tmp_path):
 
 
 def test_killed_worker_is_restarted_and_run_finishes(tmp_path):
-    # Killed as soon as both run: 4 s left the restart ~4 s where 8 s only trained longer.
+    # Killed as soon as both workers run: 4 s leave the restart ~4 s; 8 s trained 4 s more.
     proc, kids = start_training(tmp_path, "--eval-interval", "0", "--time-limit", "4", settle=0)
     os.kill(kids[0], signal.SIGKILL)
     _, err = proc.communicate(timeout=60)

@@ -29,6 +29,11 @@ def cli(tmp_path: Path, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+def dense_steps(ck: dict) -> list[list[int]]:
+    """Each worker's dense optimizer steps, per parameter group, in a checkpoint."""
+    return [[int(g["steps"].sum()) for g in w] for w in ck["optimizers"]["dense"]]
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """Two epochs through the command, then a resume to three: (first ck, resumed ck, run)."""
@@ -55,8 +60,7 @@ def test_a_users_module_trains_through_the_command_well_past_chance(trained):
 def test_resume_continues_the_epochs_and_the_optimizer_state(trained):
     first, resumed, _ = trained
     assert resumed["epoch"] == 3 and len(resumed["history"]) == 3
-    steps = [[int(g["steps"].sum()) for g in w] for w in resumed["optimizers"]["dense"]]
-    assert steps == [[3 * PER_WORKER], [3 * PER_WORKER]]  # not restarted from zero
+    assert dense_steps(resumed) == [[3 * PER_WORKER], [3 * PER_WORKER]]  # not restarted from zero
     before = first["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
     after = resumed["optimizers"]["dense"][0][0]["state"]["momentum_buffer"]
     assert before.abs().sum() > 0 and not torch.equal(before, after)
@@ -80,8 +84,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
     position = stopped["position"]
     assert position["epoch"] == 0 and 0 < sum(position["done"]) < 2 * PER_WORKER
     if strategy == "hogwild":  # each worker's optimizer stepped once per batch it recorded
-        steps = [[int(g["steps"].sum()) for g in w] for w in stopped["optimizers"]["dense"]]
-        assert steps == [[d] for d in position["done"]]
+        assert dense_steps(stopped) == [[d] for d in position["done"]]
     resumed = fit(user_models.make_mlp, train, resume=str(first.checkpoint), **settings)
     assert resumed.exit_code == 0 and resumed.epochs_done == 1
     # Every sample once: the stopped run's, then only what it had not done.
@@ -90,8 +93,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
     saved = load_checkpoint(resumed.checkpoint)
     assert saved["position"] is None
     if strategy == "hogwild":
-        steps = [[int(g["steps"].sum()) for g in w] for w in saved["optimizers"]["dense"]]
-        assert steps == [[PER_WORKER], [PER_WORKER]]
+        assert dense_steps(saved) == [[PER_WORKER], [PER_WORKER]]
 
 
 def test_a_resume_of_another_shape_redoes_the_stopped_epoch():

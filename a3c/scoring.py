@@ -31,6 +31,7 @@ import torch
 from a3c.envs import make_env, make_vector_env
 from a3c.envs.make import is_multiagent_id
 from a3c.envs.multiagent import AgentRows
+from a3c.envs.random_player import RANDOM_PLAYER, RandomPlayer
 from a3c.policy import ActorCritic, ModelSpec
 
 log = logging.getLogger(__name__)
@@ -51,12 +52,6 @@ class Episodes(NamedTuple):
     agent_returns: np.ndarray | None = None  # many agents: [games, agents], each its own sum
     illegal: int = 0  # many agents: moves of the policy's the action mask forbade
     against: str = ""  # a zero-sum game's: who played the other seats, if not a policy
-
-
-#: Who plays the other seats of a zero-sum turn-based game when no opponent policy is
-#: given: a game that masks its moves gets a random legal player, any other a uniform one.
-RANDOM_PLAYER = "a random legal player"
-UNIFORM_PLAYER = "a uniformly random player"
 
 
 def seat_results(played: Episodes, against: str | None = None) -> list[str]:
@@ -239,28 +234,6 @@ def _restart(state: State | None, done: torch.Tensor) -> State | None:
         return state
     keep = (~done).unsqueeze(1).to(state[0].dtype)
     return state[0] * keep, state[1] * keep
-
-
-class RandomPlayer:
-    """Moves drawn uniformly: among the legal ones where the game masks them (the mask is
-    the last entries of a masked row), else from the whole action space."""
-
-    def __init__(self, envs: AgentRows, seed: int) -> None:
-        self.masked = envs.view.masked
-        self.space = copy.deepcopy(envs.single_action_space)
-        self.space.seed(seed)
-        self.rng = np.random.default_rng(seed)
-        self.n = int(getattr(self.space, "n", 0))
-        self.name = RANDOM_PLAYER if self.masked else UNIFORM_PLAYER
-
-    def fill(self, actions: np.ndarray, obs: np.ndarray, rows: np.ndarray) -> None:
-        """Draw the moves of ``rows`` into ``actions``."""
-        for row in rows:
-            if self.masked:
-                legal = np.flatnonzero(obs[row, -self.n :] > 0.5)
-                actions[row] = self.rng.choice(legal) if legal.size else 0
-            else:
-                actions[row] = self.space.sample()
 
 
 #: Random games :func:`zero_sum` plays, and the steps it gives them at most.

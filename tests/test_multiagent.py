@@ -438,6 +438,35 @@ def test_an_older_snapshot_plays_one_seat_and_is_not_learned_from():
         envs.close()
 
 
+def test_a_random_player_takes_one_seat_of_its_share_of_the_games():
+    """--random-games 1.0 without snapshots: one seat of every game moves at random among
+    the legal columns while the policy plays column 0; those rows are never acted rows,
+    and no snapshot is taken."""
+    from a3c.envs.random_player import RandomPlayer
+    from a3c.learning.opponents import RANDOM, Snapshots
+
+    model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
+    with torch.no_grad():
+        model.head.bias[:7] = torch.full((7,), -20.0).index_fill(0, torch.tensor([0]), 20.0)
+    envs = make_vector_env(CONNECT_FOUR, 8, seed=0)
+    try:
+        opponents = Snapshots(
+            model, 0.0, agents=2, rows=16, seed=0, randomly=RandomPlayer(envs, 0), random_share=1.0
+        )
+        collector = Collector(envs, model, n_steps=6, seed=0, snapshots=opponents)
+        theirs = opponents.played_by.reshape(8, 2) == RANDOM
+        assert (theirs.sum(1) == 1).all(), "one seat of each game"
+        rollout = collector.collect()  # no column fills and no game ends within 6 moves
+        rows = np.flatnonzero(theirs.reshape(-1))
+        assert not rollout.acted[:, rows].any()
+        moves = {int(rollout.actions[t, r]) for t in range(6) for r in rows if (t + r) % 2 == 0}
+        assert len(moves) >= 4, moves  # 24 moves of 7 columns: column 0 alone is 7^-23
+        opponents.keep()
+        assert not opponents.pool
+    finally:
+        envs.close()
+
+
 def test_the_snapshots_kept_are_a_sample_of_the_whole_history():
     """400 snapshots taken, 8 kept: spread over the run, the earliest as likely as the last
     (all 8 from the second half: about 1 chance in 256)."""
@@ -479,6 +508,7 @@ def test_bad_multiagent_input_is_one_line_and_exit_code_2(tmp_path, capsys):
         (["--env", "agent_envs:leavers", "--algo", "ppo", "--workers", "2"], "--algo ppo"),
         (["--env", "CartPole-v1", "--agent-groups", "prefix"], "--agent-groups is for"),
         (["--env", "CartPole-v1", "--snapshot-games", "0.2"], "--snapshot-games is for"),
+        (["--env", "CartPole-v1", "--random-games", "0.2"], "--random-games is for"),
         (["--env", SPREAD, "--env-kwargs", "N=0"], "bad arguments for env factory"),  # ValueError
         (["--env", CONNECT_FOUR, "--center-frames"], "connect_four_v3:env's are a board"),
         (

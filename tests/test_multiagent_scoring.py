@@ -141,8 +141,9 @@ def test_a_game_without_a_mask_gets_a_uniformly_random_opponent(capsys, tmp_path
     """Rock-paper-scissors: a policy that always plays rock against a uniform player wins,
     draws and loses rounds alike (15 a game): the games' returns differ (the old
     "random" player read a mask from the observation and always made one move)."""
+    from a3c.envs.random_player import UNIFORM_PLAYER
     from a3c.evaluate import main as evaluate_main
-    from a3c.scoring import UNIFORM_PLAYER, play_games, seat_results
+    from a3c.scoring import play_games, seat_results
 
     model = ModelSpec((4,), {"type": "discrete", "n": 3}, hidden=(8,)).build()
     with torch.no_grad():

@@ -11,6 +11,9 @@ rows are played, not learned from: the collector marks them as not acted, so no 
 reads them and they count no steps or episodes. The pools live in shared memory
 (:class:`SnapshotPool`, a row per worker, written by that worker alone): a restarted worker
 takes its own back, and a checkpoint keeps them, so a resumed run plays the same opponents.
+With ``--random-games P``, a share ``P`` of the games hands one seat to a random (legal)
+player instead: the weak play that a policy is scored against and that self-play, its
+snapshots included, never shows it.
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ import torch
 from torch import Tensor
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from a3c.envs.random_player import RandomPlayer
 from a3c.policy import ActorCritic
 
 __all__ = ["SNAPSHOTS_KEPT", "SNAPSHOT_EVERY", "SnapshotPool", "Snapshots"]
 
 SNAPSHOTS_KEPT = 8
 SNAPSHOT_EVERY = 20
+#: Who plays a row (``Snapshots.played_by``), where not a snapshot (its index in the pool).
+POLICY, RANDOM = -1, -2
 
 
 class SnapshotPool:
@@ -74,8 +80,9 @@ def _tensors(net: ActorCritic) -> list[Tensor]:
 
 
 class Snapshots:
-    """A worker's pool of past policies and which rows they play (``-1``: the policy); with
-    ``shared``, row ``writer`` of a :class:`SnapshotPool` holds it (taken back from there)."""
+    """A worker's pool of past policies and which rows they play; with ``shared``, row
+    ``writer`` of a :class:`SnapshotPool` holds it (taken back from there). ``randomly``
+    plays a share ``random_share`` of the games' drawn seats."""
 
     def __init__(
         self,
@@ -86,11 +93,14 @@ class Snapshots:
         seed: int | None,
         shared: SnapshotPool | None = None,
         writer: int = 0,
+        randomly: RandomPlayer | None = None,
+        random_share: float = 0.0,
     ) -> None:
         self.model, self.share, self.agents = model, share, agents
+        self.randomly, self.random_share = randomly, random_share if randomly else 0.0
         self.pool: list[ActorCritic] = []
         self.rng = np.random.default_rng(seed)
-        self.played_by = np.full(rows, -1)
+        self.played_by = np.full(rows, POLICY)
         # a recurrent pool's state per row, zeroed when a game starts
         self.memory = model.initial_state(rows) if model.recurrent else None
         self._rollouts = self.taken = 0
@@ -105,6 +115,8 @@ class Snapshots:
     def keep(self) -> None:
         """After a rollout: every :data:`SNAPSHOT_EVERY`-th, a copy of the policy is taken;
         the pool keeps each of the ``taken`` so far with the same chance."""
+        if not self.share:
+            return
         self._rollouts += 1
         slot = self._take() if (self._rollouts - 1) % SNAPSHOT_EVERY == 0 else None
         if self.shared is not None:
@@ -129,17 +141,26 @@ class Snapshots:
         """Games ``games`` (indices) just began: draw who plays each one's seats."""
         for g in games:
             rows = slice(g * self.agents, (g + 1) * self.agents)
-            self.played_by[rows] = -1
+            self.played_by[rows] = POLICY
             if self.memory is not None:
                 self.memory[0][rows], self.memory[1][rows] = 0.0, 0.0
-            if self.pool and self.rng.random() < self.share:
-                seat = self.rng.integers(self.agents)
-                self.played_by[g * self.agents + seat] = self.rng.integers(len(self.pool))
+            draw = self.rng.random()
+            if draw < self.random_share:
+                player = RANDOM
+            elif self.pool and draw < self.random_share + self.share:
+                player = int(self.rng.integers(len(self.pool)))
+            else:
+                continue
+            self.played_by[g * self.agents + self.rng.integers(self.agents)] = player
 
     def act(self, obs: Tensor, actions: Tensor) -> np.ndarray:
-        """``actions`` with the snapshots' rows replaced by their own; which rows those are."""
-        theirs = self.played_by >= 0
-        for k in np.unique(self.played_by[theirs]):
+        """``actions`` with the other players' rows replaced by their own; which rows those
+        are."""
+        theirs = self.played_by != POLICY
+        if self.randomly is not None:
+            drawn = np.flatnonzero(self.played_by == RANDOM)
+            self.randomly.fill(actions.numpy(), obs.numpy(), drawn)
+        for k in np.unique(self.played_by[self.played_by >= 0]):
             rows = torch.from_numpy(np.flatnonzero(self.played_by == k))
             if self.memory is None:
                 actions[rows] = self.pool[k].act(obs[rows])

@@ -99,6 +99,15 @@ class A3CConfig(EngineConfig):
         min=0,
         max=1,
     )
+    random_games: float = setting(
+        0.0,
+        "PettingZoo games: the share of a worker's games in which one seat, drawn at random, "
+        "is played by a random player (among the legal moves, where the game masks them), "
+        "the weak play self-play never meets; 0: none",
+        group=RUN,
+        min=0,
+        max=1,
+    )
     envs_per_worker: int = setting(
         8, "environments each worker steps with one batched forward pass", group=RUN, min=1
     )

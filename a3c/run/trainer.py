@@ -92,8 +92,9 @@ class A3CRun:
             raise UsageError(
                 f"--algo {cfg.algo} does not take PettingZoo envs yet; use --algo appo or a3c"
             )
-        if cfg.snapshot_games > 0 and not is_multiagent_id(cfg.env):
-            raise UsageError(f"--snapshot-games is for PettingZoo games; {cfg.env} is not one")
+        for flag, share in (("snapshot", cfg.snapshot_games), ("random", cfg.random_games)):
+            if share > 0 and not is_multiagent_id(cfg.env):
+                raise UsageError(f"--{flag}-games is for PettingZoo games; {cfg.env} is not one")
         resolve_device(cfg.eval_device)
         self.shared = SharedModel(cfg, spaces)
         self.spec, self.model = self.shared.spec, self.shared.model

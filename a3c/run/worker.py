@@ -16,6 +16,7 @@ import torch
 
 from a3c.envs import make_vector_env
 from a3c.envs.multiagent import AgentRows
+from a3c.envs.random_player import RandomPlayer
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner, LearnerSettings
@@ -75,10 +76,11 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
         optimizer=optimizer, rank=ctx.rank, stats=telemetry.stats,
     )  # fmt: skip
     snapshots = None
-    if cfg.snapshot_games > 0 and isinstance(envs, AgentRows):
+    if (cfg.snapshot_games > 0 or cfg.random_games > 0) and isinstance(envs, AgentRows):
         snapshots = Snapshots(
-            model, cfg.snapshot_games, len(envs.agents), K, ctx.seed, run.snapshots, ctx.rank
-        )
+            model, cfg.snapshot_games, len(envs.agents), K, ctx.seed, run.snapshots, ctx.rank,
+            randomly=RandomPlayer(envs, ctx.seed), random_share=cfg.random_games,
+        )  # fmt: skip
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
         return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma, snapshots=snapshots,

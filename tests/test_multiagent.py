@@ -408,19 +408,19 @@ def test_an_older_snapshot_plays_one_seat_and_is_not_learned_from():
     policy plays column 0: the snapshot's rows take its moves, are never acted rows, and
     give no episodes; each game counts once, for the policy's seat: the first to move
     completes four in its column first."""
-    from a3c.learning.opponents import Snapshots
+    from a3c.learning.opponents import Opponents
 
     model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
     favour = torch.full((7,), -20.0)
     with torch.no_grad():
         model.head.bias[:7] = favour.index_fill(0, torch.tensor([0]), 20.0)
-    snapshots = Snapshots(model, share=1.0, agents=2, rows=8, seed=0)
+    snapshots = Opponents(model, share=1.0, agents=2, rows=8, seed=0)
     snapshots.keep()
     with torch.no_grad():
         snapshots.pool[0].head.bias[:7] = favour.index_fill(0, torch.tensor([3]), 20.0)
     envs = make_vector_env(CONNECT_FOUR, 4, seed=0)
     try:
-        collector = Collector(envs, model, n_steps=5, seed=0, snapshots=snapshots)
+        collector = Collector(envs, model, n_steps=5, seed=0, opponents=snapshots)
         theirs = snapshots.played_by.reshape(4, 2) >= 0
         assert (theirs.sum(1) == 1).all(), "one seat of each game"
         rollout = collector.collect()  # no game ends within 5 moves
@@ -443,17 +443,17 @@ def test_a_random_player_takes_one_seat_of_its_share_of_the_games():
     the legal columns while the policy plays column 0; those rows are never acted rows,
     and no snapshot is taken."""
     from a3c.envs.random_player import RandomPlayer
-    from a3c.learning.opponents import RANDOM, Snapshots
+    from a3c.learning.opponents import RANDOM, Opponents
 
     model = ModelSpec((91,), {"type": "discrete", "n": 7}, action_mask=True, hidden=(16,)).build()
     with torch.no_grad():
         model.head.bias[:7] = torch.full((7,), -20.0).index_fill(0, torch.tensor([0]), 20.0)
     envs = make_vector_env(CONNECT_FOUR, 8, seed=0)
     try:
-        opponents = Snapshots(
+        opponents = Opponents(
             model, 0.0, agents=2, rows=16, seed=0, randomly=RandomPlayer(envs, 0), random_share=1.0
         )
-        collector = Collector(envs, model, n_steps=6, seed=0, snapshots=opponents)
+        collector = Collector(envs, model, n_steps=6, seed=0, opponents=opponents)
         theirs = opponents.played_by.reshape(8, 2) == RANDOM
         assert (theirs.sum(1) == 1).all(), "one seat of each game"
         rollout = collector.collect()  # no column fills and no game ends within 6 moves
@@ -470,10 +470,10 @@ def test_a_random_player_takes_one_seat_of_its_share_of_the_games():
 def test_the_snapshots_kept_are_a_sample_of_the_whole_history():
     """400 snapshots taken, 8 kept: spread over the run, the earliest as likely as the last
     (all 8 from the second half: about 1 chance in 256)."""
-    from a3c.learning.opponents import SNAPSHOT_EVERY, SNAPSHOTS_KEPT, Snapshots
+    from a3c.learning.opponents import SNAPSHOT_EVERY, SNAPSHOTS_KEPT, Opponents
 
     model = ModelSpec((3,), {"type": "discrete", "n": 2}, hidden=(4,)).build()
-    snapshots = Snapshots(model, share=0.5, agents=2, rows=2, seed=0)
+    snapshots = Opponents(model, share=0.5, agents=2, rows=2, seed=0)
     for taken in range(400):
         with torch.no_grad():
             model.head.bias.fill_(taken)  # the snapshot's age, readable in its weights

@@ -72,14 +72,14 @@ def test_an_lstm_policy_plays_many_agents_with_a_state_each():
 
 
 def test_recurrent_snapshots_play_their_seats_with_their_own_state():
-    from a3c.learning.opponents import Snapshots
+    from a3c.learning.opponents import Opponents
 
     model = spread_lstm()
-    snapshots = Snapshots(model, share=1.0, agents=2, rows=4, seed=0)
+    snapshots = Opponents(model, share=1.0, agents=2, rows=4, seed=0)
     snapshots.keep()
     envs = make_vector_env(SPREAD, 2, seed=0, **SMALL)
     try:
-        collector = Collector(envs, model, n_steps=4, seed=0, snapshots=snapshots)
+        collector = Collector(envs, model, n_steps=4, seed=0, opponents=snapshots)
         theirs = np.flatnonzero(snapshots.played_by >= 0)
         assert theirs.size == 2
         rollout = collector.collect()

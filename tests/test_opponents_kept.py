@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from a3c.learning.opponents import SNAPSHOT_EVERY, SnapshotPool, Snapshots
+from a3c.learning.opponents import SNAPSHOT_EVERY, Opponents, SnapshotPool
 from a3c.policy import ModelSpec
 from a3c.run.config import A3CConfig
 from a3c.run.trainer import train
@@ -23,18 +23,18 @@ def _pettingzoo():
     )
 
 
-def _ages(snapshots: Snapshots) -> list[int]:
+def _ages(snapshots: Opponents) -> list[int]:
     return [int(net.head.bias[0]) for net in snapshots.pool]
 
 
 def test_a_restarted_worker_takes_its_snapshots_back():
     """Worker 1 takes 3 snapshots (their age in their weights, and obs statistics in their
-    buffers); a new Snapshots on its row, as a restarted worker builds, holds the same 3
+    buffers); a new Opponents on its row, as a restarted worker builds, holds the same 3
     and goes on with the same count, taking its next one on schedule."""
     spec = ModelSpec((3,), {"type": "discrete", "n": 2}, hidden=(4,), normalize_obs=True)
     model = spec.build()
     pool = SnapshotPool.of(model, workers=2).share_memory()
-    first = Snapshots(model, 0.5, agents=2, rows=4, seed=0, shared=pool, writer=1)
+    first = Opponents(model, 0.5, agents=2, rows=4, seed=0, shared=pool, writer=1)
     for age in range(3):
         with torch.no_grad():
             model.head.bias.fill_(age)
@@ -43,7 +43,7 @@ def test_a_restarted_worker_takes_its_snapshots_back():
             first.keep()
     with torch.no_grad():
         model.head.bias.fill_(99)
-    again = Snapshots(model, 0.5, agents=2, rows=4, seed=7, shared=pool, writer=1)
+    again = Opponents(model, 0.5, agents=2, rows=4, seed=7, shared=pool, writer=1)
     assert _ages(again) == _ages(first) == [0, 1, 2] and again.taken == 3
     assert [float(net.obs_mean[0]) for net in again.pool] == [0.5, 1.5, 2.5]
     assert not pool.counts[0].any(), "worker 0's row is its own"

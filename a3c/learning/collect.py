@@ -19,7 +19,7 @@ from a3c.envs import final_observations
 from a3c.envs.episodes import episode_scores
 from a3c.envs.multiagent import AgentRows
 from a3c.learning.normalize import ReturnScaler, RunningMeanStd
-from a3c.learning.opponents import Snapshots
+from a3c.learning.opponents import Opponents
 from a3c.learning.rollout import Rollout
 from a3c.policy import ActorCritic
 
@@ -46,7 +46,7 @@ class Collector:
         return_rms: RunningMeanStd | None = None,
         writer: int = 0,
         gamma: float = 0.99,
-        snapshots: Snapshots | None = None,
+        opponents: Opponents | None = None,
     ) -> None:
         self.envs, self.model = envs, model
         T, K = n_steps, envs.num_envs
@@ -69,10 +69,10 @@ class Collector:
         self.teams: list[float] = []  # many agents: ended games' returns, summed over agents
         self.illegal = 0  # many agents: moves the action mask forbade
         obs, _ = envs.reset(seed=seed)
-        self.snapshots = snapshots
-        if snapshots is not None:
-            assert isinstance(envs, AgentRows), "older snapshots play seats of PettingZoo games"
-            snapshots.start(np.arange(len(envs.games)))
+        self.opponents = opponents
+        if opponents is not None:
+            assert isinstance(envs, AgentRows), "opponents play seats of PettingZoo games"
+            opponents.start(np.arange(len(envs.games)))
         self.next_obs = torch.from_numpy(obs)
         self.state = model.initial_state(K) if model.recurrent else None
         # Atari's stack records the real game's score (innermost, before reward clipping
@@ -94,7 +94,7 @@ class Collector:
                 actions = model.act(obs)
             else:
                 actions, state = model.act_recurrent(obs, state)
-            theirs = None if self.snapshots is None else self.snapshots.act(obs, actions)
+            theirs = None if self.opponents is None else self.opponents.act(obs, actions)
             self.actions[t] = actions
             obs_np, reward, terminated, truncated, info = envs.step(dist.to_env(actions))
             self.rewards[t] = torch.from_numpy(reward)
@@ -128,8 +128,8 @@ class Collector:
                 self.ep_return[done] = 0
                 self.ep_length[done] = 0
                 final_obs.extend(final_observations(info, cut)[1])
-            if self.snapshots is not None:
-                self.snapshots.start(info["started"])
+            if self.opponents is not None:
+                self.opponents.start(info["started"])
             obs = torch.from_numpy(obs_np)
         self.next_obs, self.state = obs, state
         if self.scaler is not None:

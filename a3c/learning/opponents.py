@@ -1,4 +1,4 @@
-"""Self-play against older snapshots: some games' seat played by a past policy.
+"""Self-play against other players: some games' seat played by a past policy or at random.
 
 Pure self-play learns to beat the policy of the moment, which can forget how to beat the
 policies before it (a strategy and its counter chase each other) and never meets weak
@@ -28,11 +28,11 @@ from torch.nn.utils import parameters_to_vector, vector_to_parameters
 from a3c.envs.random_player import RandomPlayer
 from a3c.policy import ActorCritic
 
-__all__ = ["SNAPSHOTS_KEPT", "SNAPSHOT_EVERY", "SnapshotPool", "Snapshots"]
+__all__ = ["SNAPSHOTS_KEPT", "SNAPSHOT_EVERY", "SnapshotPool", "Opponents"]
 
 SNAPSHOTS_KEPT = 8
 SNAPSHOT_EVERY = 20
-#: Who plays a row (``Snapshots.played_by``), where not a snapshot (its index in the pool).
+#: Who plays a row (``Opponents.played_by``), where not a snapshot (its index in the pool).
 POLICY, RANDOM = -1, -2
 
 
@@ -79,10 +79,11 @@ def _tensors(net: ActorCritic) -> list[Tensor]:
     return [*net.parameters(), *(b for b in net.buffers() if b.is_floating_point())]
 
 
-class Snapshots:
-    """A worker's pool of past policies and which rows they play; with ``shared``, row
-    ``writer`` of a :class:`SnapshotPool` holds it (taken back from there). ``randomly``
-    plays a share ``random_share`` of the games' drawn seats."""
+class Opponents:
+    """Who plays each of a worker's rows: the policy, one of its past policies (a share
+    ``share`` of the games' drawn seats) or ``randomly`` (a share ``random_share``); with
+    ``shared``, row ``writer`` of a :class:`SnapshotPool` holds the past policies (taken
+    back from there)."""
 
     def __init__(
         self,

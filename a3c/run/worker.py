@@ -21,7 +21,7 @@ from a3c.learning.algorithms import ALGORITHMS
 from a3c.learning.collect import Collector
 from a3c.learning.learner import Learner, LearnerSettings
 from a3c.learning.normalize import RunningMeanStd
-from a3c.learning.opponents import SnapshotPool, Snapshots
+from a3c.learning.opponents import Opponents, SnapshotPool
 from a3c.learning.schedules import Horizon, Schedules
 from a3c.learning.settings import UpdateSettings
 from a3c.policy import ActorCritic, ModelSpec
@@ -75,15 +75,15 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
         learner_settings(cfg, run.horizon), model=model, local=local, shared=shared,
         optimizer=optimizer, rank=ctx.rank, stats=telemetry.stats,
     )  # fmt: skip
-    snapshots = None
+    opponents = None
     if (cfg.snapshot_games > 0 or cfg.random_games > 0) and isinstance(envs, AgentRows):
-        snapshots = Snapshots(
+        opponents = Opponents(
             model, cfg.snapshot_games, len(envs.agents), K, ctx.seed, run.snapshots, ctx.rank,
             randomly=RandomPlayer(envs, ctx.seed), random_share=cfg.random_games,
         )  # fmt: skip
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,
-        return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma, snapshots=snapshots,
+        return_rms=run.return_rms, writer=ctx.rank, gamma=cfg.gamma, opponents=opponents,
     )  # fmt: skip
     try:
         while not ctx.should_stop() and run_steps(run) < cfg.total_steps:
@@ -102,8 +102,8 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
             learner.learn(rollout, run_steps(run))
             telemetry.stats.peak("policy_lag_max", lag)
             telemetry.stats.add("policy_lag", lag * (telemetry.stats["updates"] - updates))
-            if snapshots is not None:
-                snapshots.keep()
+            if opponents is not None:
+                opponents.keep()
             steps = T * K if rollout.acted is None else int(rollout.acted.sum())
             telemetry.stats.add("env_steps", steps)
             env_steps[ctx.rank] += steps

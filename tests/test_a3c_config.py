@@ -309,6 +309,7 @@ def test_bad_preset_entry_names_the_key():
         ({"optimizer": "lbfgs"}, "optimizer"),
         ({"workers": 0}, "workers"),
         ({"max_grad_norm": float("nan")}, "max_grad_norm"),
+        ({"snapshot_games": 0.6, "random_games": 0.5}, "at most 1 together"),
     ],
 )
 def test_python_api_gets_the_same_checks(kwargs, message):

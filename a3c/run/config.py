@@ -376,6 +376,11 @@ class A3CConfig(EngineConfig):
             raise UsageError(
                 "optimizer_eps (--optimizer-eps) needs an optimizer that has one, not sgd"
             )
+        if self.snapshot_games + self.random_games > 1:
+            raise UsageError(
+                f"--snapshot-games {self.snapshot_games:g} and --random-games "
+                f"{self.random_games:g} are shares of the same games: at most 1 together"
+            )
         if algo.decoupled and self.workers < 2:
             raise UsageError(
                 f"--algo {self.algo} needs --workers 2 or more: one learns, the others act"

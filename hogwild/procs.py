@@ -17,7 +17,7 @@ import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
@@ -100,6 +100,20 @@ def die_with_parent(parent_pid: int | None = None) -> None:
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if parent_pid is not None and os.getppid() != parent_pid:
         os._exit(1)
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None = None) -> Iterator[None]:
+    """Torch's intra-op thread count set to ``threads`` (none: left) for the block, and
+    restored after it: a forking run, or one-game-at-a-time scoring, must not leave its
+    caller single-threaded."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def seed_everything(seed: int) -> None:

@@ -74,6 +74,33 @@ def test_two_workers_learn_cartpole(trained):
 
 
 @pytest.mark.slow
+def test_evaluate_plays_on_one_thread_and_gives_the_caller_its_own_back(trained, monkeypatch):
+    """One game at a time is batch-1 work: a3c.evaluate runs it on 1 thread (unless
+    OMP_NUM_THREADS says otherwise) and leaves an in-process caller's count as it was."""
+    import a3c.evaluate as evaluate
+
+    seen: list[int] = []
+    real = evaluate.play_episodes
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate, "play_episodes", spy)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    best = str(trained[1].run_dir / "best.pt")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        assert evaluate_main([best, "--episodes", "1"]) == 0
+        assert seen == [1] and torch.get_num_threads() == 2
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        assert evaluate_main([best, "--episodes", "1"]) == 0
+        assert seen == [1, 2]
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_checkpoints_evaluate_and_resume(trained, tmp_path, capsys):
     cfg, result = trained
     ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")

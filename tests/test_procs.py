@@ -392,3 +392,20 @@ def test_start_methods_are_checked_and_spawn_is_kept(monkeypatch):
     assert resolve_start_method("fork") == "spawn"
     with pytest.raises(UsageError, match="'threads' is not available"):
         resolve_start_method("threads")
+
+
+def test_torch_threads_sets_the_count_for_a_block_and_restores_it_after_a_raise():
+    from hogwild.procs import torch_threads
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError), torch_threads(1):
+            assert torch.get_num_threads() == 1
+            raise RuntimeError("the block failed")
+        assert torch.get_num_threads() == 2
+        with torch_threads():
+            torch.set_num_threads(1)  # what a forking run does to its caller
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -49,7 +49,7 @@ from hogwild.errors import UsageError
 from hogwild.evaluator import Evaluator, Snapshot, resolve_device
 from hogwild.pool import BufferPool
 from hogwild.precision import check_amp, resolve_amp
-from hogwild.procs import resolve_start_method
+from hogwild.procs import resolve_start_method, torch_threads
 from hogwild.run import CHECKPOINT, Generation, RunEnd, RunLoop, Workers
 from hogwild.rundir import RunDir
 from hogwild.shutdown import GracefulShutdown
@@ -68,13 +68,9 @@ def train(cfg: A3CConfig, callbacks: Sequence[Callback] = ()) -> A3CResult:
     for callback in callbacks:
         if not callable(callback):
             raise UsageError(f"a callback must be callable, got {callback!r}")
-    threads = torch.get_num_threads()
     # From before the run folder is made: a signal then stops the run with a checkpoint.
-    with GracefulShutdown() as early:
-        try:
-            return A3CRun(cfg, callbacks, early).run()
-        finally:
-            torch.set_num_threads(threads)
+    with torch_threads(), GracefulShutdown() as early:
+        return A3CRun(cfg, callbacks, early).run()
 
 
 class A3CRun:

@@ -11,6 +11,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from hogwild.errors import UsageError
+from hogwild.procs import torch_threads
 from hogwild.supervised.callbacks import Callback
 from hogwild.supervised.checkpoints import check_output_paths, load_resume
 from hogwild.supervised.config import FitConfig
@@ -111,12 +112,9 @@ def run(
     check_task(task, cfg.batch_size)
     if cfg.strategy == "ddp":
         return train_ddp(cfg, task, app, callbacks, out)
-    threads = torch.get_num_threads()
-    try:
+    with torch_threads():
         trainer = HogwildFit(cfg, task, app, callbacks, out)
         try:
             return trainer.run()
         finally:
             trainer.close()
-    finally:
-        torch.set_num_threads(threads)

@@ -7,12 +7,16 @@ main process offers it snapshots of the flat shared parameters through a
 snapshot onto its device, hands the slot back at once and scores its copy. No CUDA
 tensor ever crosses a process boundary, so PyTorch's CUDA-sharing rules (the producer
 must outlive the consumer's use) are met trivially. Training never waits: a snapshot is
-offered only when a slot is free, otherwise that evaluation is skipped.
+offered only when a slot is free, otherwise that evaluation is skipped. A stop request
+interrupts a scoring under way (:data:`INTERRUPT`): its score is not wanted any more.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -32,6 +36,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ScoreFn = Callable[[nn.Module, torch.device, int], dict[str, float]]
+
+#: What a stop request sends an evaluator that has started: a scoring under way ends at
+#: once (go's 200 games went past the 5 s a stop waits for).
+INTERRUPT = getattr(signal, "SIGUSR1", None)
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,11 +98,14 @@ def _evaluate_forever(
     pool: BufferPool,
     results: SimpleQueue[Started | Scored],
     device: str,
+    armed: torch.Tensor,
 ) -> None:
     dev = torch.device(device)
     model = build().to(dev).eval()
     flat = flatten_parameters(model)
     buffers = flatten_buffers(model)
+    scoring = _Scoring()
+    armed.fill_(os.getpid())
     results.put(Started(str(dev)))
     while not ctx.should_stop():
         slot = pool.receive(timeout=0.2)
@@ -106,9 +117,36 @@ def _evaluate_forever(
             buffers.copy_(view["buffers"])
         step, seq = int(view["step"]), int(view["seq"])
         pool.release(slot)
-        with torch.no_grad():
-            metrics = score(model, dev, step)
+        try:
+            with scoring, torch.no_grad():
+                metrics = score(model, dev, step)
+        except _Interrupted:
+            break
         results.put(Scored(seq, step, metrics))
+
+
+class _Interrupted(Exception):
+    """A stop request came in while a snapshot was being scored."""
+
+
+class _Scoring:
+    """The stretch :data:`INTERRUPT` may cut short: a scoring, not a wait for a snapshot
+    or a message under way (the loop checks its stop flag there)."""
+
+    def __init__(self) -> None:
+        self.active = False
+        if INTERRUPT is not None:
+            signal.signal(INTERRUPT, self._interrupt)
+
+    def _interrupt(self, signum: int, frame: object) -> None:
+        if self.active:
+            raise _Interrupted
+
+    def __enter__(self) -> None:
+        self.active = True
+
+    def __exit__(self, *exc: object) -> None:
+        self.active = False
 
 
 class Evaluator:
@@ -148,6 +186,7 @@ class Evaluator:
             ctx=ctx,
         )
         self._ctx = ctx
+        self._armed = torch.zeros((), dtype=torch.int64).share_memory_()  # see _interrupt
         self.results = ctx.SimpleQueue()
         self._backlog: list[tuple[int, dict[str, float], Snapshot | None]] = []
         self._build, self._score = build, score
@@ -178,7 +217,7 @@ class Evaluator:
 
     def _process_args(self) -> tuple:
         """What :func:`_evaluate_forever` is started with (after the worker context)."""
-        return (self._build, self._score, self.pool, self.results, str(self.device))
+        return (self._build, self._score, self.pool, self.results, str(self.device), self._armed)
 
     def start(self) -> Evaluator:
         self.group.start()
@@ -249,12 +288,25 @@ class Evaluator:
     def request_stop(self) -> None:
         """First Ctrl-C/SIGTERM: raise its stop flag (a signalled evaluator is not restarted)."""
         self.group.stop_event.set()
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        """End a scoring under way, if the evaluator process has its handler in place
+        (``armed`` with its pid; before that, the signal would kill it). Called from a
+        signal handler too, so it reads no queue."""
+        if INTERRUPT is None or not self.group.slots:  # never started
+            return
+        proc = self.group.slots[0].process
+        if proc.pid is not None and proc.pid == int(self._armed) and proc.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(proc.pid, INTERRUPT)
 
     def kill_now(self) -> None:
         """Second Ctrl-C: kill it at once."""
         self.group.kill_now()
 
     def stop(self, timeout: float = 5.0) -> None:
+        self.request_stop()
         self.group.stop(timeout)
         self.pool.close()
         self.results.close()

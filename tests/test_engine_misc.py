@@ -253,6 +253,23 @@ def test_evaluator_scores_snapshots_in_a_spawned_process(evaluator):
             assert metrics[key] == pytest.approx(want[key], rel=1e-5, abs=1e-5), key
 
 
+def test_a_stop_ends_a_scoring_under_way_and_the_evaluator_exits_cleanly(caplog):
+    """A stop while a snapshot is being scored (10 s) interrupts it: the process leaves
+    its loop and exits 0 within the stop's wait, not terminated after it."""
+    ev = Evaluator(build_probe, score_slow_late, _probe_numel(), device="cpu", slots=1).start()
+    try:
+        collect_scores(ev, lambda s: ev.device_used is not None, "the evaluator's start")
+        params = torch.ones(_probe_numel())
+        assert ev.offer(params, SLOW_FROM_STEP)
+        # Its one slot is free again once the evaluator took the snapshot to score it.
+        assert wait_for(lambda: ev.offer(params, SLOW_FROM_STEP + 1), 30.0)
+        proc = ev.group.slots[0].process
+    finally:
+        ev.stop(timeout=SLOW_SCORE_S / 2)
+    assert proc.exitcode == 0
+    assert "did not stop" not in caplog.text
+
+
 def test_busy_evaluator_never_blocks_offer_and_survives_a_kill(evaluator):
     ev = evaluator(score=score_slow_late).start()
     collect_scores(ev, lambda s: ev.device_used is not None, "a first score")

@@ -101,6 +101,7 @@ def test_evaluate_plays_on_one_thread_and_gives_the_caller_its_own_back(trained,
         torch.set_num_threads(before)
 
 
+@pytest.mark.slow
 def test_checkpoints_evaluate_and_resume(trained, tmp_path, capsys):
     cfg, result = trained
     ckpt = load_checkpoint(result.run_dir / "checkpoint.pt")

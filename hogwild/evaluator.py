@@ -125,8 +125,9 @@ def _evaluate_forever(
         results.put(Scored(seq, step, metrics))
 
 
-class _Interrupted(Exception):
-    """A stop request came in while a snapshot was being scored."""
+class _Interrupted(BaseException):
+    """A stop request came in while a snapshot was being scored (a BaseException, as
+    KeyboardInterrupt is: no ``except Exception`` of a scoring swallows it)."""
 
 
 class _Scoring:

@@ -12,8 +12,9 @@ from tb_helpers import scalar_values
 from user_models import make_table_data
 
 from hogwild import EarlyStopping, UsageError, fit, load
-from hogwild.checkpoint import load_checkpoint
+from hogwild.checkpoint import load_checkpoint, save_checkpoint
 from hogwild.supervised.config import FitConfig
+from hogwild.supervised.data import batches
 from hogwild.supervised.position import EpochPosition, resume_position, shape_of
 from hogwild.train import main
 
@@ -94,6 +95,29 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
     assert saved["position"] is None
     if strategy == "hogwild":
         assert dense_steps(saved) == [[PER_WORKER], [PER_WORKER]]
+
+
+@pytest.mark.parametrize("done", [[PER_WORKER, 0], [0, PER_WORKER]])
+def test_a_worker_whose_shard_was_done_takes_no_step_after_a_resume(done, tmp_path, monkeypatch):
+    """A stop can come after one worker finished its shard and before the other began (a
+    loaded machine): the resumed epoch gives the first nothing, not one empty batch."""
+    monkeypatch.setenv("STOP_ONCE", str(tmp_path / "stopped"))
+    train, val = make_table_data()
+    settings = dict(
+        step=user_models.stopping_step, val_data=val, workers=2,
+        epochs=1, logdir=str(tmp_path),
+    )  # fmt: skip
+    first = fit(user_models.make_mlp, train, **settings)
+    ck = load_checkpoint(first.checkpoint)
+    ck["position"]["done"], ck["position"]["samples"] = done, len(train) // 2
+    for worker, steps in zip(ck["optimizers"]["dense"], done, strict=True):
+        for group in worker:
+            group["steps"] = torch.tensor([steps])
+    save_checkpoint(ck, first.checkpoint)
+    resumed = fit(user_models.make_mlp, train, resume=str(first.checkpoint), **settings)
+    assert resumed.exit_code == 0
+    assert dense_steps(load_checkpoint(resumed.checkpoint)) == [[PER_WORKER], [PER_WORKER]]
+    assert list(batches(*make_table_data()[:1], torch.arange(0), 64)) == []
 
 
 def test_a_resume_of_another_shape_redoes_the_stopped_epoch():

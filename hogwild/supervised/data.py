@@ -30,7 +30,11 @@ def shard_indices(n: int, shuffle_seed: int, shard: int, shards: int, seed: int)
 def batches(
     data: Dataset, indices: torch.Tensor, batch_size: int, loader_workers: int = 0
 ) -> Iterator[Any]:
-    """The batches of ``data`` at ``indices``, in order, as a ``DataLoader`` collates them."""
+    """The batches of ``data`` at ``indices``, in order, as a ``DataLoader`` collates them;
+    none for no indices (``torch.split`` of an empty tensor gives one empty batch: a resumed
+    worker whose shard was done stepped once more)."""
+    if not len(indices):
+        return
     if isinstance(data, TensorDataset):
         for idx in torch.split(indices, batch_size):
             yield [t.index_select(0, idx) for t in data.tensors]

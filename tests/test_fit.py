@@ -4,6 +4,7 @@ trains, resumes, loads back; every mistake is one line and exit code 2 before tr
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -70,15 +71,22 @@ def test_resume_continues_the_epochs_and_the_optimizer_state(trained):
     assert resumed["val_accuracy"] >= first["val_accuracy"] - 3
 
 
-@pytest.mark.parametrize("strategy", ["hogwild", "ddp"])
-def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_path, monkeypatch):
-    marker = tmp_path / "stopped"
-    monkeypatch.setenv("STOP_ONCE", str(marker))  # SIGTERM at a worker's 10th step
+def stopped_once(marker: Path, monkeypatch, **kw) -> tuple[Any, dict[str, Any]]:
+    """The table data and fit's settings for a run that SIGTERMs itself at a worker's 10th
+    step, once (``marker`` records that it did), inside its one epoch."""
+    monkeypatch.setenv("STOP_ONCE", str(marker))
     train, val = make_table_data()
     settings = dict(
         step=user_models.stopping_step, val_data=val, workers=2,
-        epochs=1, strategy=strategy, logdir=str(tmp_path),
+        epochs=1, logdir=str(marker.parent), **kw,
     )  # fmt: skip
+    return train, settings
+
+
+@pytest.mark.parametrize("strategy", ["hogwild", "ddp"])
+def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_path, monkeypatch):
+    marker = tmp_path / "stopped"
+    train, settings = stopped_once(marker, monkeypatch, strategy=strategy)
     first = fit(user_models.make_mlp, train, **settings)
     assert marker.is_file() and first.exit_code == 143 and first.epochs_done == 0
     stopped = load_checkpoint(first.checkpoint)
@@ -101,12 +109,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_where_it_stopped(strategy, tmp_pa
 def test_a_worker_whose_shard_was_done_takes_no_step_after_a_resume(done, tmp_path, monkeypatch):
     """A stop can come after one worker finished its shard and before the other began (a
     loaded machine): the resumed epoch gives the first nothing, not one empty batch."""
-    monkeypatch.setenv("STOP_ONCE", str(tmp_path / "stopped"))
-    train, val = make_table_data()
-    settings = dict(
-        step=user_models.stopping_step, val_data=val, workers=2,
-        epochs=1, logdir=str(tmp_path),
-    )  # fmt: skip
+    train, settings = stopped_once(tmp_path / "stopped", monkeypatch)
     first = fit(user_models.make_mlp, train, **settings)
     ck = load_checkpoint(first.checkpoint)
     ck["position"]["done"], ck["position"]["samples"] = done, len(train) // 2
@@ -117,7 +120,7 @@ def test_a_worker_whose_shard_was_done_takes_no_step_after_a_resume(done, tmp_pa
     resumed = fit(user_models.make_mlp, train, resume=str(first.checkpoint), **settings)
     assert resumed.exit_code == 0
     assert dense_steps(load_checkpoint(resumed.checkpoint)) == [[PER_WORKER], [PER_WORKER]]
-    assert list(batches(*make_table_data()[:1], torch.arange(0), 64)) == []
+    assert list(batches(train, torch.arange(0), 64)) == []
 
 
 def test_a_resume_of_another_shape_redoes_the_stopped_epoch():

@@ -79,7 +79,8 @@ def run_worker(ctx: WorkerContext, cfg: A3CConfig, run: SharedRun) -> None:
     if (cfg.snapshot_games > 0 or cfg.random_games > 0) and isinstance(envs, AgentRows):
         opponents = Opponents(
             model, cfg.snapshot_games, len(envs.agents), K, ctx.seed, run.snapshots, ctx.rank,
-            randomly=RandomPlayer(envs, ctx.seed), random_share=cfg.random_games,
+            randomly=RandomPlayer(envs, ctx.seed) if cfg.random_games else None,
+            random_share=cfg.random_games,
         )  # fmt: skip
     collector = Collector(
         envs, model, T, seed=ctx.seed, record=ALGORITHMS[cfg.algo].records_behaviour,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 from gymnasium import spaces
-from pettingzoo import ParallelEnv
+from pettingzoo import AECEnv, ParallelEnv
 
 
 class Leavers(ParallelEnv):
@@ -100,3 +100,80 @@ class Pairs(ParallelEnv):
 
 def pairs() -> Pairs:
     return Pairs()
+
+
+class ThreeInARow(AECEnv):
+    """Two players take turns to fill a cell of a ``size`` x ``size`` board (no default:
+    a class that needs arguments, as Shimmy's OpenSpiel games are); three in a row wins.
+    As OpenSpiel's games: planes first (own, other's), the legal cells in each agent's
+    ``info["action_mask"]``, and a move on a filled cell an error, not a lost game."""
+
+    metadata = {"name": "three_in_a_row_v0"}
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.possible_agents = ["player_0", "player_1"]
+        self.agents: list[str] = []
+        self._board_space = spaces.Box(0.0, 1.0, (2, size, size), np.float32)
+        self._cells = spaces.Discrete(size * size)
+
+    def observation_space(self, agent):
+        return self._board_space
+
+    def action_space(self, agent):
+        return self._cells
+
+    def observe(self, agent):
+        me = 1 + self.possible_agents.index(agent)
+        return np.stack([self.board == me, self.board == 3 - me]).astype(np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.board = np.zeros((self.size, self.size), dtype=np.int64)
+        self.agents = list(self.possible_agents)
+        self.agent_selection = self.agents[0]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self._set_masks()
+
+    def _set_masks(self):
+        free = (self.board.reshape(-1) == 0).astype(np.int8)
+        self.infos = {
+            a: {"action_mask": free if a == self.agent_selection else free * 0} for a in self.agents
+        }
+
+    def _won(self, me: int) -> bool:
+        mine = self.board == me
+        lines = [mine[i : i + 3, j] for i in range(self.size - 2) for j in range(self.size)]
+        lines += [mine[i, j : j + 3] for i in range(self.size) for j in range(self.size - 2)]
+        for i in range(self.size - 2):
+            for j in range(self.size - 2):
+                lines += [mine[range(i, i + 3), range(j, j + 3)]]
+                lines += [mine[range(i, i + 3), range(j + 2, j - 1, -1)]]
+        return any(line.all() for line in lines)
+
+    def step(self, action):
+        agent = self.agent_selection
+        if self.terminations[agent]:
+            self._was_dead_step(action)
+            return
+        cell = divmod(int(action), self.size)
+        if self.board[cell]:
+            raise ValueError(f"cell {cell} is taken")
+        me = 1 + self.possible_agents.index(agent)
+        self.board[cell] = me
+        other = self.possible_agents[2 - me]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        if self._won(me):
+            self.rewards.update({agent: 1.0, other: -1.0})
+        if self._won(me) or self.board.all():
+            self.terminations = dict.fromkeys(self.agents, True)
+        self.agent_selection = other
+        self._cumulative_rewards = dict(self.rewards)
+        self._set_masks()
+
+
+def three_in_a_row(size: int) -> ThreeInARow:
+    """A factory that needs its argument: a game a3c cannot tell from a Gymnasium env."""
+    return ThreeInARow(size)

@@ -10,7 +10,7 @@ import sys
 import gymnasium as gym
 
 from a3c.envs import atari, minatar, minigrid
-from a3c.envs.multiagent import is_multiagent
+from a3c.envs.multiagent import is_multiagent, is_multiagent_class
 from a3c.envs.refs import resolve
 from hogwild.errors import UsageError
 
@@ -49,7 +49,8 @@ def family_of(env_id: str) -> str | None:
 @functools.cache
 def is_multiagent_id(env_id: str) -> bool:
     """Whether ``env_id`` names a factory of PettingZoo envs (``module:factory`` only: a
-    registered id is a Gymnasium env); the factory is called once to look."""
+    registered id is a Gymnasium env): a PettingZoo env class, or a function that returns
+    such an env when called without arguments (it is called once to look)."""
     module, _, name = env_id.rpartition(":") if isinstance(env_id, str) else ("", "", "")
     if not module or name in gym.registry:
         return False
@@ -57,7 +58,10 @@ def is_multiagent_id(env_id: str) -> bool:
         importlib.import_module(module)
     except ImportError:
         return False  # make_env says why, in one line
-    if not callable(getattr(sys.modules[module], name, None)):
+    factory = getattr(sys.modules[module], name, None)
+    if isinstance(factory, type):  # a class (Shimmy's OpenSpiel games) may need arguments
+        return is_multiagent_class(factory)
+    if not callable(factory):
         return False
     try:
         env = resolve(env_id, "env factory")()

@@ -94,9 +94,15 @@ def make_env(
     env = _gym_make(env_id, kwargs)
     if is_multiagent(env):
         env.close()
+        if is_multiagent_id(env_id):
+            raise UsageError(
+                f"{env_id!r} is a PettingZoo env: it runs as one row per agent "
+                "(a3c.envs.make_vector_env), not as one Gymnasium env"
+            )
         raise UsageError(
-            f"{env_id!r} is a PettingZoo env: it runs as one row per agent "
-            "(a3c.envs.make_vector_env), not as one Gymnasium env"
+            f"env factory {env_id!r} returns a PettingZoo env only when given arguments: "
+            "give its parameters defaults (a3c tells the two kinds of env apart by calling "
+            "a factory with none)"
         )
 
     def wrap(env: gym.Env) -> gym.Env:

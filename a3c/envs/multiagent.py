@@ -18,7 +18,9 @@ when no agent is left, in the same ``step()`` (``SAME_STEP`` autoreset, as
 An observation ``Dict`` with ``"observation"`` and ``"action_mask"`` entries (PettingZoo's
 classic games) becomes the observation's flat vector followed by the mask; the policy
 reads the mask back (:attr:`a3c.policy.ModelSpec.action_mask`) and never samples a masked
-action.
+action. A game that hands its mask in each agent's ``info["action_mask"]`` instead
+(Shimmy's OpenSpiel games) is seen as if it were in such a ``Dict``, its raw observation
+space too.
 """
 
 from __future__ import annotations
@@ -37,7 +39,15 @@ from gymnasium.vector.utils import batch_space
 from a3c.envs.spaces import EnvSpaces, action_spec, adapt_spaces
 from hogwild.errors import UsageError
 
-__all__ = ["GROUPINGS", "AgentRows", "AgentViews", "agent_spaces", "is_multiagent"]
+__all__ = [
+    "GROUPINGS",
+    "AgentRows",
+    "AgentViews",
+    "agent_spaces",
+    "is_multiagent",
+    "is_multiagent_class",
+    "masked_space",
+]
 
 #: The observation ``Dict`` keys of an env whose legal actions change (PettingZoo classic).
 OBSERVATION, ACTION_MASK = "observation", "action_mask"
@@ -45,9 +55,14 @@ OBSERVATION, ACTION_MASK = "observation", "action_mask"
 
 def is_multiagent(env: Any) -> bool:
     """Whether ``env`` is a PettingZoo env (either API), without importing PettingZoo."""
+    return is_multiagent_class(type(env))
+
+
+def is_multiagent_class(cls: type) -> bool:
+    """Whether instances of ``cls`` are PettingZoo envs (either API)."""
     return any(
         c.__module__.startswith("pettingzoo.") and c.__name__ in ("ParallelEnv", "AECEnv")
-        for c in type(env).__mro__
+        for c in cls.__mro__
     )
 
 
@@ -106,9 +121,9 @@ class AgentView:
                     f"not {inner}"
                 )
             space = spaces.Box(-np.inf, np.inf, (shape[0] + n,), np.float32)
-            # a board (H, W, C), channels last as PettingZoo's classic games lay theirs out
-            # (go's 17 planes a point too), flattened in front of the mask: a conv net may
-            # read it back (ModelSpec.grid)
+            # a board, (H, W, C) as PettingZoo's classic games lay theirs out or (C, H, W)
+            # as OpenSpiel's, flattened in front of the mask: a conv net may read it back
+            # (ModelSpec.grid, grid_channels_last)
             board = tuple(int(d) for d in inner.shape or ())
             if len(board) == 3 and math.prod(board) == shape[0]:
                 self.grid = board
@@ -168,8 +183,10 @@ class AgentViews:
         groups: dict[str, list[str]],
         views: dict[str, AgentView],
         turns: bool,
+        info_masks: bool = False,
     ) -> None:
         self.groups, self.views, self.turns = groups, views, turns
+        self.info_masks = info_masks  # the masks come in infos (see the module docstring)
         self.agents = agents  # possible_agents, in the order of a game's rows
         self._view = {agent: views[name] for name, agents in groups.items() for agent in agents}
         self._index = {agent: i for i, agents in enumerate(groups.values()) for agent in agents}
@@ -228,7 +245,8 @@ class AgentViews:
 
 def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
     """Every agent's view, a policy per group of ``grouping``; a one-line error naming
-    two agents of a group whose spaces differ (one policy learns for a group)."""
+    two agents of a group whose spaces differ (one policy learns for a group). A game
+    whose masks are in its infos is reset once to find them."""
     agents = list(env.possible_agents)
     if not agents:
         raise UsageError(f"environment {env_id!r} has no agents")
@@ -237,6 +255,7 @@ def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
     groups: dict[str, list[str]] = {}
     for agent in agents:
         groups.setdefault(group_of(agent, grouping), []).append(agent)
+    info_masks = _info_masks(env)
     views = {}
     for name, members in groups.items():
         first = members[0]
@@ -253,8 +272,34 @@ def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
                     f"environment {env_id!r}: agents {first!r} and {agent!r} have different "
                     f"spaces; one policy learns for a group, so all of it must share them{hint}"
                 )
-        views[name] = AgentView(env_id, env.observation_space(first), env.action_space(first))
-    return AgentViews(env_id, agents, groups, views, _turn_based(env))
+        obs_space, act_space = env.observation_space(first), env.action_space(first)
+        if info_masks:
+            obs_space = masked_space(obs_space, act_space)
+        views[name] = AgentView(env_id, obs_space, act_space)
+    return AgentViews(env_id, agents, groups, views, _turn_based(env), info_masks)
+
+
+def masked_space(obs_space: spaces.Space, act_space: spaces.Space) -> spaces.Dict:
+    """The observation space of a game whose masks are in its infos, as PettingZoo's
+    classic games lay theirs out."""
+    n = int(getattr(act_space, "n", 0))
+    mask = spaces.Box(0, 1, (n,), np.int8)
+    return spaces.Dict({OBSERVATION: obs_space, ACTION_MASK: mask})
+
+
+def _info_masks(env: Any) -> bool:
+    """Whether ``env`` hands its legal-action masks in its infos (found by a reset, unless
+    a turn-based game is under way)."""
+    agents = list(env.possible_agents)
+    if any(_mask_space(env.observation_space(a)) is not None for a in agents):
+        return False
+    if _turn_based(env):
+        if not getattr(env, "_has_reset", True) or not env.agents:  # OrderEnforcingWrapper's
+            env.reset(seed=0)
+        infos = env.infos
+    else:
+        _, infos = env.reset(seed=0)
+    return any(ACTION_MASK in (infos.get(a) or {}) for a in agents)
 
 
 def _turn_based(env: Any) -> bool:
@@ -263,19 +308,35 @@ def _turn_based(env: Any) -> bool:
 
 
 class _Game:
-    """One PettingZoo game behind a common face: who acts, and what each agent got."""
+    """One PettingZoo game behind a common face: who acts, and what each agent got (with
+    its mask from its info where ``info_masks``)."""
 
     def __init__(self, env: Any) -> None:
         self.env = env
         self.turns = _turn_based(env)
+        self.info_masks = False
 
     def reset(self, seed: int | None) -> dict[str, Any]:
         if self.turns:
             self.env.reset(seed=seed)
             self._skip_dead()
-            return {a: self.env.observe(a) for a in self.env.agents}
-        obs, _ = self.env.reset(seed=seed)
-        return obs
+            return {a: self._observe(a) for a in self.env.agents}
+        obs, infos = self.env.reset(seed=seed)
+        return self._masked(obs, infos)
+
+    def _observe(self, agent: str) -> Any:
+        return self._masked({agent: self.env.observe(agent)}, self.env.infos)[agent]
+
+    def _masked(self, obs: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
+        if not self.info_masks:
+            return obs
+        return {a: {OBSERVATION: o, ACTION_MASK: self._mask(a, infos)} for a, o in obs.items()}
+
+    def _mask(self, agent: str, infos: dict[str, Any]) -> np.ndarray:
+        """``agent``'s mask; none in its info (at a game's end): no legal action."""
+        mask = (infos.get(agent) or {}).get(ACTION_MASK)
+        n = int(self.env.action_space(agent).n)
+        return np.zeros(n, dtype=np.int8) if mask is None else np.asarray(mask)
 
     def acting(self) -> list[str]:
         """The agents whose actions the next step takes."""
@@ -289,16 +350,16 @@ class _Game:
         """``(observations, rewards, terminations, truncations)`` of every agent this step
         touched; the observations of the agents still in the game."""
         if not self.turns:
-            obs, rewards, terms, truncs, _ = self.env.step(actions)
-            return obs, rewards, terms, truncs
+            obs, rewards, terms, truncs, infos = self.env.step(actions)
+            return self._masked(obs, infos), rewards, terms, truncs
         env = self.env
         (agent,) = actions
         env.step(actions[agent])
         rewards = {a: float(r) for a, r in env.rewards.items()}
         terms, truncs = dict(env.terminations), dict(env.truncations)
-        finals = {a: env.observe(a) for a in env.agents if terms[a] or truncs[a]}
+        finals = {a: self._observe(a) for a in env.agents if terms[a] or truncs[a]}
         self._skip_dead()
-        obs = {a: env.observe(a) for a in env.agents}
+        obs = {a: self._observe(a) for a in env.agents}
         return {**finals, **obs}, rewards, terms, truncs
 
     def _skip_dead(self) -> None:
@@ -345,6 +406,8 @@ class AgentRows(VectorEnv):
         except BaseException:
             self.close()
             raise
+        for game in self.games:
+            game.info_masks = self.view.info_masks
         self.agents = list(self.games[0].env.possible_agents)
         self._index = {agent: i for i, agent in enumerate(self.agents)}  # rows in a game
         self.num_envs = len(self.games) * len(self.agents)

@@ -67,8 +67,8 @@ class ModelSpec:
     # groups of agents with policies of their own: each's (observation size, actions), laid
     # out as a3c.envs.multiagent.AgentViews lays rows out (a3c.policy.grouped)
     groups: tuple[tuple[int, int], ...] = ()
-    # a masked vector observation whose first entries are a board (H, W, C), channels last
-    # (connect four's 6x7x2): read by a conv net, as an image is
+    # a masked vector observation whose first entries are a board (H, W, C) or (C, H, W):
+    # read by a conv net, as an image is
     grid: tuple[int, ...] = ()
 
     @property
@@ -81,6 +81,12 @@ class ModelSpec:
         """``[H, W, C]`` images (Gymnasium's usual layout) have fewer channels than rows
         and columns; Atari frame stacks (4, 84, 84) and MinAtar grids come channel-first."""
         return self.image and self.obs_shape[2] < min(self.obs_shape[:2])
+
+    @property
+    def grid_channels_last(self) -> bool:
+        """A board's planes come last (PettingZoo's connect four (6, 7, 2), go's (5, 5, 17))
+        unless it has fewer of them than rows and columns (OpenSpiel's othello (3, 8, 8))."""
+        return not (self.grid and self.grid[0] < min(self.grid[1:]))
 
     def __post_init__(self) -> None:
         # Accept lists and the action's plain dict (e.g. from JSON) but store tuples and its
@@ -195,7 +201,7 @@ class ModelSpec:
             and self.obs_dim == math.prod(self.grid) + getattr(self.action, "n", 0)
         ):
             raise error(
-                f"grid {self.grid!r}: a board (H, W, C) that, with the action mask, makes the "
+                f"grid {self.grid!r}: a board (3 dimensions) that, with the action mask, makes the "
                 "whole observation, read by one shared conv net without normalisation"
             )
         if self.groups:
@@ -279,7 +285,9 @@ class ActorCritic(nn.Module):
             )
             sizes: tuple[int, ...] = (self.encoder.out_features,)
         elif spec.grid:  # 0/1 cells: no 1/255 scale
-            self.encoder = conv_encoder(spec.conv, spec.grid, channels_last=True, scale=1.0)
+            self.encoder = conv_encoder(
+                spec.conv, spec.grid, channels_last=spec.grid_channels_last, scale=1.0
+            )
             sizes = (self.encoder.out_features,)
         else:
             sizes = (obs_dim, *spec.hidden)

@@ -46,6 +46,21 @@ def leavers() -> Leavers:
     return Leavers()
 
 
+class MaskedLeavers(Leavers):
+    """Leavers whose infos hold each agent's mask: action 1 is legal on even steps only."""
+
+    def _infos(self):
+        return {a: {"action_mask": np.array([1, 1 - self.t % 2], np.int8)} for a in self.agents}
+
+    def reset(self, seed=None, options=None):
+        obs, _ = super().reset(seed, options)
+        return obs, self._infos()
+
+    def step(self, actions):
+        obs, rewards, terms, truncs, _ = super().step(actions)
+        return obs, rewards, terms, truncs, self._infos()
+
+
 class Chatty(Leavers):
     """Agents that observe text: a space no policy here takes."""
 
@@ -112,8 +127,7 @@ class ThreeInARow(AECEnv):
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.possible_agents = ["player_0", "player_1"]
-        self.agents: list[str] = []
+        self.possible_agents = ["player_0", "player_1"]  # agents: none before a reset (Shimmy)
         self._board_space = spaces.Box(0.0, 1.0, (2, size, size), np.float32)
         self._cells = spaces.Discrete(size * size)
 

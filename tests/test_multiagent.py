@@ -626,6 +626,18 @@ def test_a_game_class_whose_masks_come_in_its_infos_is_a_masked_board():
     assert ModelSpec((432,), seven, action_mask=True, grid=(5, 5, 17)).grid_channels_last, "go"
 
 
+def test_a_parallel_game_whose_masks_come_in_its_infos_has_them_in_its_rows():
+    envs = make_vector_env("agent_envs:MaskedLeavers", 1, seed=0)
+    try:
+        assert envs.single_observation_space.shape == (4,)
+        obs, _ = envs.reset()
+        assert obs[:, 2:].tolist() == [[1, 1]] * 3
+        obs, *_ = envs.step(np.array([0, 0, 0]))
+        assert obs[:, 2:].tolist() == [[1, 0]] * 3, "action 1 forbidden on odd steps"
+    finally:
+        envs.close()
+
+
 def test_a_game_with_masks_in_its_infos_learns_both_seats_and_predicts(tmp_path, capsys):
     """Real workers on three in a row (3 x 3) whose moves on a filled cell raise: no illegal
     move is tried, each seat wins well past random play (0.585 as first seat, 0.288 as

@@ -294,7 +294,11 @@ def _info_masks(env: Any) -> bool:
     if any(_mask_space(env.observation_space(a)) is not None for a in agents):
         return False
     if _turn_based(env):
-        if not getattr(env, "_has_reset", True) or not env.agents:  # OrderEnforcingWrapper's
+        try:
+            under_way = bool(env.agents)
+        except AttributeError:  # before a reset (PettingZoo's OrderEnforcingWrapper, Shimmy)
+            under_way = False
+        if not under_way:
             env.reset(seed=0)
         infos = env.infos
     else:

@@ -638,6 +638,26 @@ def test_a_parallel_game_whose_masks_come_in_its_infos_has_them_in_its_rows():
         envs.close()
 
 
+def test_an_openspiel_game_through_shimmy_is_a_board_scored_per_seat():
+    """Shimmy's class takes its game by name, hands masks in infos and has no agents
+    before a reset; othello's 3 planes come first."""
+    pytest.importorskip("shimmy", reason='needs the openspiel extra: pip install -e ".[openspiel]"')
+    pytest.importorskip(
+        "pyspiel", reason='needs the openspiel extra: pip install -e ".[openspiel]"'
+    )
+    from a3c.scoring import play_games, seat_results
+
+    othello, kwargs = "shimmy:OpenSpielCompatibilityV0", {"game_name": "othello"}
+    spaces = env_spaces(othello, **kwargs)
+    assert (spaces.obs_shape, spaces.action_mask, spaces.grid) == ((257,), True, (3, 8, 8))
+    spec = ModelSpec(spaces.obs_shape, spaces.action.to_dict(), action_mask=True, grid=spaces.grid)
+    assert not spec.grid_channels_last
+    torch.manual_seed(0)
+    played = play_games(spec.build(), othello, 4, 0, greedy=False, env_kwargs=kwargs)
+    assert played.seats == ("player_0", "player_1") and played.illegal == 0
+    assert all("of 2 games" in line for line in seat_results(played))
+
+
 def test_a_game_with_masks_in_its_infos_learns_both_seats_and_predicts(tmp_path, capsys):
     """Real workers on three in a row (3 x 3) whose moves on a filled cell raise: no illegal
     move is tried, each seat wins well past random play (0.585 as first seat, 0.288 as

@@ -46,7 +46,6 @@ __all__ = [
     "agent_spaces",
     "is_multiagent",
     "is_multiagent_class",
-    "masked_space",
 ]
 
 #: The observation ``Dict`` keys of an env whose legal actions change (PettingZoo classic).
@@ -274,12 +273,12 @@ def agent_spaces(env: Any, env_id: str, grouping: str = "all") -> AgentViews:
                 )
         obs_space, act_space = env.observation_space(first), env.action_space(first)
         if info_masks:
-            obs_space = masked_space(obs_space, act_space)
+            obs_space = _masked_space(obs_space, act_space)
         views[name] = AgentView(env_id, obs_space, act_space)
     return AgentViews(env_id, agents, groups, views, _turn_based(env), info_masks)
 
 
-def masked_space(obs_space: spaces.Space, act_space: spaces.Space) -> spaces.Dict:
+def _masked_space(obs_space: spaces.Space, act_space: spaces.Space) -> spaces.Dict:
     """The observation space of a game whose masks are in its infos, as PettingZoo's
     classic games lay theirs out."""
     n = int(getattr(act_space, "n", 0))
@@ -329,7 +328,8 @@ class _Game:
         return self._masked(obs, infos)
 
     def _observe(self, agent: str) -> Any:
-        return self._masked({agent: self.env.observe(agent)}, self.env.infos)[agent]
+        raw = self.env.observe(agent)
+        return self._masked({agent: raw}, self.env.infos)[agent] if self.info_masks else raw
 
     def _masked(self, obs: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
         if not self.info_masks:

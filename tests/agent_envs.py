@@ -179,9 +179,10 @@ class ThreeInARow(AECEnv):
         self.board[cell] = me
         other = self.possible_agents[2 - me]
         self.rewards = dict.fromkeys(self.agents, 0.0)
-        if self._won(me):
+        won = self._won(me)
+        if won:
             self.rewards.update({agent: 1.0, other: -1.0})
-        if self._won(me) or self.board.all():
+        if won or self.board.all():
             self.terminations = dict.fromkeys(self.agents, True)
         self.agent_selection = other
         self._cumulative_rewards = dict(self.rewards)

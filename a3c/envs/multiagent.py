@@ -314,10 +314,9 @@ class _Game:
     """One PettingZoo game behind a common face: who acts, and what each agent got (with
     its mask from its info where ``info_masks``)."""
 
-    def __init__(self, env: Any) -> None:
-        self.env = env
+    def __init__(self, env: Any, info_masks: bool) -> None:
+        self.env, self.info_masks = env, info_masks
         self.turns = _turn_based(env)
-        self.info_masks = False
 
     def reset(self, seed: int | None) -> dict[str, Any]:
         if self.turns:
@@ -329,7 +328,9 @@ class _Game:
 
     def _observe(self, agent: str) -> Any:
         raw = self.env.observe(agent)
-        return self._masked({agent: raw}, self.env.infos)[agent] if self.info_masks else raw
+        if not self.info_masks:
+            return raw
+        return {OBSERVATION: raw, ACTION_MASK: self._mask(agent, self.env.infos)}
 
     def _masked(self, obs: dict[str, Any], infos: dict[str, Any]) -> dict[str, Any]:
         if not self.info_masks:
@@ -339,8 +340,9 @@ class _Game:
     def _mask(self, agent: str, infos: dict[str, Any]) -> np.ndarray:
         """``agent``'s mask; none in its info (at a game's end): no legal action."""
         mask = (infos.get(agent) or {}).get(ACTION_MASK)
-        n = int(self.env.action_space(agent).n)
-        return np.zeros(n, dtype=np.int8) if mask is None else np.asarray(mask)
+        if mask is None:
+            return np.zeros(int(self.env.action_space(agent).n), dtype=np.int8)
+        return np.asarray(mask)
 
     def acting(self) -> list[str]:
         """The agents whose actions the next step takes."""
@@ -404,14 +406,14 @@ class AgentRows(VectorEnv):
         max_steps: int | None = None,
         grouping: str = "all",
     ) -> None:
-        self.games = [_Game(make()) for make in makers]
+        envs = [make() for make in makers]
         try:
-            self.view = agent_spaces(self.games[0].env, env_id, grouping)
+            self.view = agent_spaces(envs[0], env_id, grouping)
         except BaseException:
-            self.close()
+            for env in envs:
+                env.close()
             raise
-        for game in self.games:
-            game.info_masks = self.view.info_masks
+        self.games = [_Game(env, self.view.info_masks) for env in envs]
         self.agents = list(self.games[0].env.possible_agents)
         self._index = {agent: i for i, agent in enumerate(self.agents)}  # rows in a game
         self.num_envs = len(self.games) * len(self.agents)

@@ -133,9 +133,12 @@ def test_a_board_is_read_by_a_conv_net_in_its_own_layout():
     cfg = config_for(CONNECT_FOUR)  # the family's table, with self_play's over it
     assert (cfg.preset, cfg.algo) == ("pettingzoo", "appo")
     conv = model_spec(cfg, spaces)
-    assert conv.grid == (6, 7, 2) and not conv.normalize_obs
+    assert conv.grid == (6, 7, 2) and not (conv.normalize_obs or conv.separate)
     flat = model_spec(config_for(CONNECT_FOUR, policy="mlp"), spaces)
     assert flat.grid == () and flat.build().encoder is None
+    assert flat.separate, "[self_play]'s separate nets where an MLP reads the board"
+    with pytest.raises(UsageError, match="one shared conv net"):
+        config_for(CONNECT_FOUR, separate_networks=True)
     model = conv.build()
     assert model.first_conv is not None
     assert ModelSpec.from_dict(conv.to_dict()) == conv, "checkpoints keep the board"

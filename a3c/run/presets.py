@@ -17,6 +17,7 @@ from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.config import DECOUPLED, A3CConfig
+from a3c.run.shared_model import reads_with_conv
 from a3c.scoring import self_play
 from hogwild.checkpoint import load_checkpoint
 from hogwild.config import overrides_from_mapping, read_toml
@@ -218,13 +219,19 @@ def refuse_unused(cfg: A3CConfig, asked: dict[str, Any]) -> None:
                     f"--{name.replace('_', '-')} is for {takers}'s learner; "
                     f"--algo {cfg.algo} has none"
                 )
-    if asked.get("center_frames"):
-        from a3c.envs.make import env_spaces  # makes the env: only when asked
+    if not (asked.get("center_frames") or asked.get("separate_networks")):
+        return
+    from a3c.envs.make import env_spaces  # makes the env: only when asked
 
-        spaces = env_spaces(cfg.env, **cfg.env_options())
-        if len(spaces.obs_shape) != 3:
-            kind = "a board" if spaces.grid else "vectors"
-            raise UsageError(f"--center-frames is for image observations; {cfg.env}'s are {kind}")
+    spaces = env_spaces(cfg.env, **cfg.env_options())
+    kind = "images" if len(spaces.obs_shape) == 3 else "a board" if spaces.grid else "vectors"
+    if asked.get("center_frames") and kind != "images":
+        raise UsageError(f"--center-frames is for image observations; {cfg.env}'s are {kind}")
+    if asked.get("separate_networks") and reads_with_conv(cfg, spaces):
+        hint = " (--policy mlp reads its board as a vector)" if spaces.grid else ""
+        raise UsageError(
+            f"--separate-networks is for an MLP; {cfg.env} is read by one shared conv net{hint}"
+        )
 
 
 def saved_config(checkpoint: str | Path) -> dict[str, Any]:

@@ -26,16 +26,24 @@ def make_optimizer(cfg: A3CConfig, flat: torch.Tensor, workers: int = 1) -> Shar
     return OPTIMIZERS[cfg.optimizer](flat, lr=cfg.lr, num_workers=workers, **eps)
 
 
-def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
-    """The policy the config asks for, on the env's (adapted) spaces."""
+def reads_with_conv(cfg: A3CConfig, spaces: EnvSpaces) -> bool:
+    """Whether the policy ``cfg`` asks for reads the env's observations with a conv net:
+    images, or a game's board (in front of its action mask) unless ``--policy mlp``."""
     image = len(spaces.obs_shape) == 3
-    board = bool(spaces.grid)  # a game's board in front of its action mask
+    board = bool(spaces.grid)
     wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image or board)
     if wanted != image and not board:
         kind = "images" if image else "vectors"
         raise UsageError(f"--policy {cfg.policy} does not fit {cfg.env}'s observations ({kind})")
-    grid = spaces.grid if wanted else ()
-    conv = image or bool(grid)
+    return wanted
+
+
+def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
+    """The policy the config asks for, on the env's (adapted) spaces. A conv net is one
+    shared net read raw: a preset's separate nets and normalisation give way to it."""
+    conv = reads_with_conv(cfg, spaces)
+    image = len(spaces.obs_shape) == 3
+    grid = spaces.grid if conv else ()
     spec = ModelSpec(
         spaces.obs_shape,
         spaces.action,
@@ -43,7 +51,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.hidden,
         cfg.activation,
         cfg.normalize_obs and not conv,  # a conv net reads pixels (by 1/255) or cells raw
-        cfg.separate_networks,
+        cfg.separate_networks and not conv,
         cfg.log_std_init,
         cfg.squash_actions,
         cfg.lstm_size if cfg.policy == "lstm" else 0,

@@ -3,6 +3,8 @@ of agents that leave, masked actions, and a cooperative env learned by real work
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -674,6 +676,8 @@ def test_a_game_with_masks_in_its_infos_learns_both_seats_and_predicts(tmp_path,
                      total_steps=80_000, eval_interval=0.0, logdir=str(tmp_path))  # fmt: skip
     result = train(cfg)
     assert result.exit_code == 0
+    saved = json.loads((result.run_dir / "config.json").read_text())
+    assert not (saved["separate_networks"] or saved["normalize_obs"]), "the conv net it ran"
     checkpoint = str(result.run_dir / "checkpoint.pt")
     assert evaluate_main([checkpoint, "--episodes", "200"]) == 0
     out = capsys.readouterr().out

@@ -65,6 +65,15 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     return spec
 
 
+def as_built(cfg: A3CConfig, spec: ModelSpec) -> A3CConfig:
+    """``cfg`` with the net's settings as ``spec`` built them (a conv net is one net read
+    raw, whatever a preset said), so that config.json says what ran and its settings can
+    be given again."""
+    return dataclasses.replace(
+        cfg, normalize_obs=spec.normalize_obs, separate_networks=spec.separate
+    )
+
+
 def _shown(value: Any) -> Any:
     """A field of a :class:`ModelSpec` as a message names it: the action as its plain dict."""
     return value.to_dict() if isinstance(value, ActionSpec) else value

@@ -38,7 +38,7 @@ from a3c.run.logger import RunLogger
 from a3c.run.presets import measured_workers, preset_names
 from a3c.run.record import A3CResult, rng_state
 from a3c.run.resume import BEST, Resumed, restore
-from a3c.run.shared_model import SharedModel
+from a3c.run.shared_model import SharedModel, as_built
 from a3c.run.steps import StepCount
 from a3c.run.stopping import StopRules
 from a3c.run.telemetry import RunStats, telemetry_layout
@@ -99,7 +99,7 @@ class A3CRun:
         fresh = Resumed.fresh(cfg.total_steps)
         self.resumed = resumed = restore(cfg.resume, cfg, self.shared) if cfg.resume else fresh
         self.history = resumed.history
-        self.cfg = cfg = run_config(cfg, self.learner_device, resumed.horizon)
+        self.cfg = cfg = run_config(as_built(cfg, self.spec), self.learner_device, resumed.horizon)
         self.shared.share_memory()
         self.steps = StepCount(cfg.workers, resumed.steps)
 

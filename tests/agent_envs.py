@@ -192,3 +192,50 @@ class ThreeInARow(AECEnv):
 def three_in_a_row(size: int) -> ThreeInARow:
     """A factory that needs its argument: a game a3c cannot tell from a Gymnasium env."""
     return ThreeInARow(size)
+
+
+class Doors(AECEnv):
+    """Each of two players opens one of two doors, in turn, and both see the same
+    observation throughout: player_0 scores a point with door 0, player_1 takes one from it
+    with door 1 (zero-sum). One policy plays both seats well only if it is told its seat:
+    told none, whichever door it opens, one seat loses half its games to a random player."""
+
+    metadata = {"name": "doors_v0"}
+
+    def __init__(self) -> None:
+        self.possible_agents = ["player_0", "player_1"]
+        self._space = spaces.Box(0.0, 1.0, (2,), np.float32)
+
+    def observation_space(self, agent):
+        return self._space
+
+    def action_space(self, agent):
+        return spaces.Discrete(2)
+
+    def observe(self, agent):
+        return np.ones(2, dtype=np.float32)
+
+    def reset(self, seed=None, options=None):
+        self.agents = list(self.possible_agents)
+        self.agent_selection = self.agents[0]
+        self.rewards = dict.fromkeys(self.agents, 0.0)
+        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
+        self.terminations = dict.fromkeys(self.agents, False)
+        self.truncations = dict.fromkeys(self.agents, False)
+        self.infos = {a: {} for a in self.agents}
+        self._first = 0
+
+    def step(self, action):
+        agent = self.agent_selection
+        if self.terminations[agent]:
+            self._was_dead_step(action)
+            return
+        if agent == "player_0":
+            self._first = int(action)
+            self.agent_selection = "player_1"
+            return
+        score = float(self._first == 0) - float(int(action) == 1)
+        self.rewards = {"player_0": score, "player_1": -score}
+        self._cumulative_rewards = dict(self.rewards)
+        self.terminations = dict.fromkeys(self.agents, True)
+        self.agent_selection = "player_0"

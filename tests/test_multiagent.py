@@ -693,3 +693,43 @@ def test_a_game_with_masks_in_its_infos_learns_both_seats_and_predicts(tmp_path,
     seen = {"observation": game.observe("player_1"), "action_mask": mask}
     actions, _ = policy.predict({"player_1": seen})
     assert mask[int(actions["player_1"])] == 1
+
+
+def test_a_game_that_shows_every_seat_the_same_tells_each_row_its_seat(tmp_path, capsys):
+    """Doors shows both players the same observation, and each seat wins with another
+    door: the rows end in their seat, so one policy learns both (lost 0.5 as one seat or the
+    other, before), and Policy.predict and its export play each agent's own door."""
+    pytest.importorskip("onnxruntime", reason='needs the onnx extra: pip install -e ".[onnx]"')
+    import onnxruntime as ort
+
+    from a3c.api import Policy, config_for
+    from a3c.evaluate import main as evaluate_main
+
+    envs = make_vector_env("agent_envs:Doors", 1, seed=0)
+    obs, _ = envs.reset()
+    assert obs.tolist() == [[1, 1, 1, 0], [1, 1, 0, 1]], "observation, then the seat"
+    envs.close()
+
+    cfg = config_for("agent_envs:Doors", workers=2, seed=0, total_steps=20_000,
+                     eval_interval=0.0, logdir=str(tmp_path))  # fmt: skip
+    result = train(cfg)
+    assert result.exit_code == 0
+    checkpoint = str(result.run_dir / "checkpoint.pt")
+    assert evaluate_main([checkpoint, "--episodes", "200"]) == 0
+    out = capsys.readouterr().out
+    lost = [
+        float(line.split("lost ")[1].split(" ")[0]) for line in out.splitlines() if "lost" in line
+    ]
+    assert len(lost) == 2 and max(lost) < 0.1, out
+
+    policy = Policy.load(checkpoint)
+    seen = np.ones(2, dtype=np.float32)
+    actions, _ = policy.predict({"player_0": seen, "player_1": seen})
+    assert {a: int(x) for a, x in actions.items()} == {"player_0": 0, "player_1": 1}
+    path = policy.export(tmp_path / "doors.onnx")
+    names = [i.name for i in ort.InferenceSession(str(path)).get_inputs()]
+    assert names == ["obs.observation", "obs.seat"]
+    doors = ort.InferenceSession(str(path)).run(
+        None, {"obs.observation": np.stack([seen, seen]), "obs.seat": np.array([0, 1])}
+    )[0]
+    assert doors.tolist() == [0, 1]

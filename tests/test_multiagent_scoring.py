@@ -9,7 +9,7 @@ import pytest
 import torch
 from tb_helpers import scalar_points
 
-from a3c.envs import make_vector_env
+from a3c.envs import env_spaces, make_vector_env
 from a3c.learning.collect import Collector
 from a3c.policy import ModelSpec
 from hogwild.errors import UsageError
@@ -129,7 +129,8 @@ def test_a_cooperative_turn_based_game_is_scored_as_a_team():
     from a3c.scoring import agent_results, play_games, seat_results
 
     torch.manual_seed(0)
-    model = ModelSpec((12,), {"type": "discrete", "n": 5}, hidden=(8,)).build()
+    rows = env_spaces(SPREAD_TURNS, **SMALL).obs_shape  # 12 an agent, then its seat
+    model = ModelSpec(rows, {"type": "discrete", "n": 5}, hidden=(8,)).build()
     played = play_games(model, SPREAD_TURNS, 2, 0, env_kwargs=SMALL)
     assert played.seats == () and seat_results(played) == []
     assert played.agent_returns is not None
@@ -145,7 +146,7 @@ def test_a_game_without_a_mask_gets_a_uniformly_random_opponent(capsys, tmp_path
     from a3c.evaluate import main as evaluate_main
     from a3c.scoring import play_games, seat_results
 
-    model = ModelSpec((4,), {"type": "discrete", "n": 3}, hidden=(8,)).build()
+    model = ModelSpec(env_spaces(RPS).obs_shape, {"type": "discrete", "n": 3}, hidden=(8,)).build()
     with torch.no_grad():
         model.head.bias[:3] = torch.tensor([20.0, -20.0, -20.0])
     played = play_games(model, RPS, 12, 0)
@@ -161,7 +162,8 @@ def test_a_game_without_a_mask_gets_a_uniformly_random_opponent(capsys, tmp_path
     assert f"games against {UNIFORM_PLAYER}" in capsys.readouterr().out
 
     spread = tmp_path / "spread.pt"
-    coop = ModelSpec((12,), {"type": "discrete", "n": 5}, hidden=(8,)).build()
+    coop = ModelSpec(env_spaces(SPREAD_TURNS, **SMALL).obs_shape, {"type": "discrete", "n": 5},
+                     hidden=(8,)).build()  # fmt: skip
     torch.save({"model": coop.state_dict(), "model_spec": coop.spec.to_dict(),
                 "env_id": SPREAD_TURNS, "env_kwargs": SMALL}, spread)  # fmt: skip
     assert evaluate_main([str(spread), "--opponent", "self"]) == 2

@@ -127,3 +127,21 @@ def test_bad_input_is_one_line(checkpoints, tmp_path):
     policy = Policy.load(checkpoints["cartpole"])
     with pytest.raises(UsageError, match="does not fit"):
         policy.predict(np.zeros(7))
+
+
+def test_a_policy_its_own_env_no_longer_fits_is_one_line(tmp_path, capsys):
+    """A checkpoint whose env now reads otherwise (a turn-based game's rows told their seat
+    only from 2026-12-06 on; here, CartPole saved as if it had 5 numbers) is refused in one
+    line by every way in, not run into a shape error."""
+    from a3c.evaluate import main as evaluate_main
+    from a3c.policy import ModelSpec
+
+    model = ModelSpec((5,), {"type": "discrete", "n": 2}).build()
+    path = tmp_path / "older.pt"
+    torch.save({"model": model.state_dict(), "model_spec": model.spec.to_dict(),
+                "env_id": "CartPole-v1"}, path)  # fmt: skip
+    with pytest.raises(UsageError, match="as this version of a3c reads it"):
+        Policy.load(path)
+    assert evaluate_main([str(path), "--episodes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "float32 (4,)" in err and "float32 (5,)" in err and len(err.splitlines()) == 1, err

@@ -21,6 +21,12 @@ reads the mask back (:attr:`a3c.policy.ModelSpec.action_mask`) and never samples
 action. A game that hands its mask in each agent's ``info["action_mask"]`` instead
 (Shimmy's OpenSpiel games) is seen as if it were in such a ``Dict``, its raw observation
 space too.
+
+One policy plays every seat of a turn-based game, and a game may show every seat the same
+observation (OpenSpiel's oware and mancala: one board from nobody's side; oware's moves
+are the mover's own six pits): a row read as a vector then ends in its seat, one-hot,
+before its mask (the agent indication of Terry et al., "Revisiting Parameter Sharing in
+Multi-Agent Deep RL", 2020). A board read by a conv net is left as the game lays it out.
 """
 
 from __future__ import annotations
@@ -50,6 +56,9 @@ __all__ = [
 
 #: The observation ``Dict`` keys of an env whose legal actions change (PettingZoo classic).
 OBSERVATION, ACTION_MASK = "observation", "action_mask"
+#: The key of an agent's seat (its index in ``possible_agents``) beside its observation,
+#: where an exported policy takes one (:attr:`AgentViews.seats`).
+SEAT = "seat"
 
 
 def is_multiagent(env: Any) -> bool:
@@ -166,12 +175,13 @@ class AgentViews:
     """How the policy sees every agent of a game: each group's :class:`AgentView`, and the
     rows its agents fill.
 
-    One group: a row is the group's view of its agent. Several groups (``--agent-groups
-    prefix``): each has a policy of its own inside one model
-    (:class:`a3c.policy.grouped.GroupedActorCritic`), and every row has one layout that
-    model reads: the group's index, then one block of observation per group (a row fills
-    its own group's, zeros elsewhere, so no column mixes two groups' meanings), then the
-    legal actions of the largest group's ``n`` (a smaller group's missing actions never
+    One group: a row is the group's view of its agent, in a turn-based game of several
+    seats read as a vector followed by its seat (``seats`` of them; the module docstring).
+    Several groups (``--agent-groups prefix``): each has a policy of its own inside one
+    model (:class:`a3c.policy.grouped.GroupedActorCritic`), and every row has one layout
+    that model reads: the group's index, then one block of observation per group (a row
+    fills its own group's, zeros elsewhere, so no column mixes two groups' meanings), then
+    the legal actions of the largest group's ``n`` (a smaller group's missing actions never
     legal). Groups must then act in ``Discrete`` spaces and observe vectors.
     """
 
@@ -187,13 +197,22 @@ class AgentViews:
         self.groups, self.views, self.turns = groups, views, turns
         self.info_masks = info_masks  # the masks come in infos (see the module docstring)
         self.agents = agents  # possible_agents, in the order of a game's rows
+        self._seat = {agent: i for i, agent in enumerate(agents)}
         self._view = {agent: views[name] for name, agents in groups.items() for agent in agents}
         self._index = {agent: i for i, agents in enumerate(groups.values()) for agent in agents}
         first = next(iter(views.values()))
         self.blocks: tuple[tuple[int, int], ...] = ()  # several groups: see the docstring
+        self.seats = 0
         if len(views) == 1:
             self.observation_space, self.action_space = first.observation_space, first.action_space
             self.masked = first.masked
+            shape = self.observation_space.shape or ()
+            if turns and len(agents) > 1 and len(shape) == 1 and not first.grid:
+                self.seats = len(agents)  # see the module docstring
+                mask = int(getattr(first.action_space, "n", 0)) if first.masked else 0
+                self._seat_at = shape[0] - mask
+                seated = (shape[0] + self.seats,)
+                self.observation_space = spaces.Box(-np.inf, np.inf, seated, np.float32)
             return
         dims: list[tuple[int, int]] = []
         for name, view in views.items():
@@ -220,6 +239,11 @@ class AgentViews:
     def observation(self, agent: str, raw: Any) -> np.ndarray:
         view = self._view[agent]
         obs = view.observation(raw)
+        if self.seats:
+            seat = np.zeros(self.seats, dtype=np.float32)
+            seat[self._seat[agent]] = 1.0
+            at = self._seat_at
+            return np.concatenate((obs[:at], seat, obs[at:]), dtype=np.float32)
         if not self.blocks:
             return obs
         g = self._index[agent]
@@ -235,7 +259,8 @@ class AgentViews:
 
     def spaces(self) -> EnvSpaces:
         if not self.blocks:
-            return next(iter(self.views.values())).spaces()
+            own = next(iter(self.views.values())).spaces()
+            return own._replace(obs_shape=tuple(self.observation_space.shape))
         return EnvSpaces(
             tuple(self.observation_space.shape), "float32", action_spec(self.action_space),
             True, self.blocks,

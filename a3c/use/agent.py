@@ -22,7 +22,7 @@ from torch import Tensor
 
 from a3c.envs import is_multiagent_id, make_env
 from a3c.envs.make import agent_view
-from a3c.envs.multiagent import AgentViews
+from a3c.envs.multiagent import OBSERVATION, SEAT, AgentView, AgentViews
 from a3c.envs.spaces import (
     ByteImage,
     FlatActions,
@@ -219,7 +219,10 @@ class Policy:
             "deterministic": bool(deterministic),
         }
         if self.agents is not None:
-            about["agents"] = "every agent's observation one row of obs; one policy for all"
+            rows = "every agent's observation one row of obs; one policy for all"
+            if self.agents.seats:
+                rows += f"; obs.seat: the agent's index in {self.agents.agents}"
+            about["agents"] = rows
             if self.agents.blocks:
                 assert group is not None  # _graph has checked it
                 about["group"] = group
@@ -255,8 +258,9 @@ class Policy:
                     f"every agent of {self.env_id} shares one policy: no group {group!r}"
                 )
             view = views.views[names[0]]
-            return ActingGraph(model, view.adapters, view.raw_observation_space,
-                               greedy=deterministic, masked=view.masked)  # fmt: skip
+            return ActingGraph(model, view.adapters, _with_seat(view, views.seats),
+                               greedy=deterministic, masked=view.masked,
+                               seats=views.seats)  # fmt: skip
         if group not in names:
             raise UsageError(
                 f"{self.env_id} has a policy per group ({', '.join(names)}): export one at a "
@@ -293,6 +297,19 @@ class Policy:
 def load(path: str | Path, env: str | None = None) -> Policy:
     """:meth:`Policy.load`."""
     return Policy.load(path, env)
+
+
+def _with_seat(view: AgentView, seats: int) -> spaces.Space:
+    """What an exported policy takes for one agent: its raw observation, in a dict beside
+    its seat (``"seat"``: its index among the game's agents) where its rows tell it."""
+    raw = view.raw_observation_space
+    if not seats:
+        return raw
+    parts: dict[str, spaces.Space] = {OBSERVATION: raw}
+    if view.masked:  # {"observation", "action_mask"} already
+        assert isinstance(raw, spaces.Dict)
+        parts = dict(raw.spaces)
+    return spaces.Dict({**parts, SEAT: spaces.Discrete(seats)})
 
 
 def _adapters_of(env: gym.Env) -> tuple[list[gym.Wrapper], gym.Env]:

@@ -22,7 +22,7 @@ from gymnasium.vector.utils import batch_space
 from gymnasium.wrappers import FlattenObservation
 from torch import Tensor, nn
 
-from a3c.envs.multiagent import ACTION_MASK, OBSERVATION
+from a3c.envs.multiagent import ACTION_MASK, OBSERVATION, SEAT
 from a3c.envs.spaces import (
     ByteImage,
     FlatActions,
@@ -50,7 +50,9 @@ class ActingGraph(nn.Module):
     ``masked`` (a PettingZoo game's ``{"observation", "action_mask"}``), the adapters take
     the observation and the mask follows it into the model (padded with illegal actions to
     the model's, a group's policy's), as :class:`a3c.envs.multiagent.AgentViews` does;
-    ``legal``, the mask a group's policy reads where its env gives none.
+    ``legal``, the mask a group's policy reads where its env gives none. With ``seats``
+    (a turn-based game whose rows tell their seat), ``obs`` holds the agent's ``"seat"``
+    beside its ``"observation"``: its index among the game's agents.
     """
 
     low: Tensor  # buffers, registered when actions are clipped or squashed
@@ -65,11 +67,12 @@ class ActingGraph(nn.Module):
         greedy: bool = True,
         masked: bool = False,
         legal: Tensor | None = None,
+        seats: int = 0,
     ) -> None:
         super().__init__()
         self.model = model
         self.greedy = greedy
-        self.masked = masked
+        self.masked, self.seats = masked, seats
         self.legal: Tensor | None
         self.register_buffer("legal", legal)
         self.observation_space = observation_space
@@ -86,12 +89,14 @@ class ActingGraph(nn.Module):
             self.register_buffer("high", torch.as_tensor(dist.high))
 
     def forward(self, obs: Obs, h: Tensor | None = None, c: Tensor | None = None) -> Any:
-        parts: Any = obs  # a dict of the observation and its mask when masked
-        x: Any = parts[OBSERVATION] if self.masked else obs
+        parts: Any = obs  # a dict of the observation, its mask when masked, its seat
+        x: Any = parts[OBSERVATION] if self.masked or self.seats else obs
         for step in self.obs_steps:  # a tensor after them, a dict or tuple flattened
             x = step(x)
         if not self.model.spec.image:
             x = x.to(torch.float32)
+        if self.seats:
+            x = torch.cat((x, _one_hot(parts[SEAT].long(), self.seats)), 1)
         if self.masked:
             mask = parts[ACTION_MASK].to(torch.float32)
             pad = self.model.n_pi - mask.shape[1]

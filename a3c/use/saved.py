@@ -28,7 +28,8 @@ class SavedPolicy(NamedTuple):
 
 def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
     """The model saved in an A3C checkpoint, ready for inference, and the env to play it on:
-    its own, or ``env`` if that env's spaces fit the policy (else a one-line UsageError)."""
+    its own, or ``env``, if that env's spaces fit the policy (else a one-line UsageError:
+    its own env's may have changed since, or how this version of a3c adapts them)."""
     ckpt = load_checkpoint(path, required=("model", "model_spec", "env_id"))
     env_kwargs = dict(ckpt.get("env_kwargs") or {})  # absent from older checkpoints
     model = ModelSpec.from_dict(ckpt["model_spec"]).build()
@@ -37,22 +38,22 @@ def load_policy(path: str | Path, env: str | None = None) -> SavedPolicy:
     except (RuntimeError, KeyError) as e:
         first = str(e).splitlines()[0]
         raise UsageError(f"{path}: weights do not fit the saved model ({first})") from None
-    env_id = str(ckpt["env_id"])
-    if env and env != env_id:
-        spaces, spec = env_spaces(env, **env_kwargs), model.spec
-        if (spaces.obs_shape, spaces.obs_dtype, spaces.action, spaces.action_mask) != (
-            spec.obs_shape,
-            spec.obs_dtype,
-            spec.action,
-            spec.action_mask,
-        ):
-            raise UsageError(
-                f"env {env} has observations {spaces.obs_dtype} {spaces.obs_shape} and"
-                f" actions {_action_text(spaces.action)}; the policy in {path} takes"
-                f" {spec.obs_dtype} {spec.obs_shape} and acts in"
-                f" {_action_text(spec.action)} ({env_id})"
-            )
-        env_id = env
+    trained_on = str(ckpt["env_id"])
+    env_id = env or trained_on
+    spaces, spec = env_spaces(env_id, **env_kwargs), model.spec
+    if (spaces.obs_shape, spaces.obs_dtype, spaces.action, spaces.action_mask) != (
+        spec.obs_shape,
+        spec.obs_dtype,
+        spec.action,
+        spec.action_mask,
+    ):
+        since = "" if env_id != trained_on else ", as this version of a3c reads it"
+        raise UsageError(
+            f"env {env_id} has observations {spaces.obs_dtype} {spaces.obs_shape}{since}, and"
+            f" actions {_action_text(spaces.action)}; the policy in {path} takes"
+            f" {spec.obs_dtype} {spec.obs_shape} and acts in"
+            f" {_action_text(spec.action)} ({trained_on})"
+        )
     return SavedPolicy(model.eval(), env_id, env_kwargs)
 
 

@@ -117,6 +117,16 @@ def pairs() -> Pairs:
     return Pairs()
 
 
+def _begin(game: AECEnv) -> None:
+    """A turn-based game's start: every agent in, none done, the first to move."""
+    game.agents = list(game.possible_agents)
+    game.agent_selection = game.agents[0]
+    game.rewards = dict.fromkeys(game.agents, 0.0)
+    game._cumulative_rewards = dict.fromkeys(game.agents, 0.0)
+    game.terminations = dict.fromkeys(game.agents, False)
+    game.truncations = dict.fromkeys(game.agents, False)
+
+
 class ThreeInARow(AECEnv):
     """Two players take turns to fill a cell of a ``size`` x ``size`` board (no default:
     a class that needs arguments, as Shimmy's OpenSpiel games are); three in a row wins.
@@ -143,12 +153,7 @@ class ThreeInARow(AECEnv):
 
     def reset(self, seed=None, options=None):
         self.board = np.zeros((self.size, self.size), dtype=np.int64)
-        self.agents = list(self.possible_agents)
-        self.agent_selection = self.agents[0]
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
+        _begin(self)
         self._set_masks()
 
     def _set_masks(self):
@@ -216,12 +221,7 @@ class Doors(AECEnv):
         return np.ones(2, dtype=np.float32)
 
     def reset(self, seed=None, options=None):
-        self.agents = list(self.possible_agents)
-        self.agent_selection = self.agents[0]
-        self.rewards = dict.fromkeys(self.agents, 0.0)
-        self._cumulative_rewards = dict.fromkeys(self.agents, 0.0)
-        self.terminations = dict.fromkeys(self.agents, False)
-        self.truncations = dict.fromkeys(self.agents, False)
+        _begin(self)
         self.infos = {a: {} for a in self.agents}
         self._first = 0
 

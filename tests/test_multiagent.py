@@ -699,9 +699,6 @@ def test_a_game_that_shows_every_seat_the_same_tells_each_row_its_seat(tmp_path,
     """Doors shows both players the same observation, and each seat wins with another
     door: the rows end in their seat, so one policy learns both (lost 0.5 as one seat or the
     other, before), and Policy.predict and its export play each agent's own door."""
-    pytest.importorskip("onnxruntime", reason='needs the onnx extra: pip install -e ".[onnx]"')
-    import onnxruntime as ort
-
     from a3c.api import Policy, config_for
     from a3c.evaluate import main as evaluate_main
 
@@ -726,10 +723,8 @@ def test_a_game_that_shows_every_seat_the_same_tells_each_row_its_seat(tmp_path,
     seen = np.ones(2, dtype=np.float32)
     actions, _ = policy.predict({"player_0": seen, "player_1": seen})
     assert {a: int(x) for a, x in actions.items()} == {"player_0": 0, "player_1": 1}
-    path = policy.export(tmp_path / "doors.onnx")
-    names = [i.name for i in ort.InferenceSession(str(path)).get_inputs()]
-    assert names == ["obs.observation", "obs.seat"]
-    doors = ort.InferenceSession(str(path)).run(
-        None, {"obs.observation": np.stack([seen, seen]), "obs.seat": np.array([0, 1])}
-    )[0]
-    assert doors.tolist() == [0, 1]
+    path = policy.export(tmp_path / "doors.pt2")
+    inputs = [i["name"] for i in policy.export_signature()["inputs"]]
+    assert inputs == ["obs.observation", "obs.seat"]
+    both = {"observation": torch.as_tensor(np.stack([seen, seen])), "seat": torch.tensor([0, 1])}
+    assert torch.export.load(str(path)).module()(both).tolist() == [0, 1]

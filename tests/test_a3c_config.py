@@ -112,6 +112,18 @@ def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
     assert config_for(ttt, entropy_coef=0.02).entropy_coef == 0.02, "a flag still wins"
     assert config_for(ttt, preset="self_play").n_steps == family["n_steps"], "on its family"
     assert preset_names(config_for(ttt, preset="none")) == "none"
+    # A game read as vectors runs twice the steps in the same time: a budget of its own.
+    vectors = presets["self_play_vectors"]
+    for env, kwargs in [
+        ("pettingzoo.classic.rps_v2:env", {}),
+        ("agent_envs:Doors", {}),
+    ]:
+        cfg = config_for(env, **kwargs)
+        names = "pettingzoo + self_play + self_play_vectors"
+        assert (preset_names(cfg), cfg.total_steps) == (names, vectors["total_steps"]), env
+        assert cfg.entropy_coef == own["entropy_coef"]
+    assert config_for("agent_envs:Doors", preset="self_play").total_steps == vectors["total_steps"]
+    assert vectors["total_steps"] > own["total_steps"]
 
 
 def test_rollouts_shrink_with_workers_past_the_count_they_were_chosen_at(tmp_path, capsys):

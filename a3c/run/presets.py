@@ -13,6 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from a3c.envs import env_spaces
 from a3c.envs.families import family_of
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
@@ -36,8 +37,9 @@ __all__ = [
 
 AUTO = "auto"
 FALLBACK = "default"
-#: The table laid over [pettingzoo]'s for a game one policy plays against itself.
-SELF_PLAY = "self_play"
+#: The table laid over [pettingzoo]'s for a game one policy plays against itself, and
+#: the one over it where the game's rows are vectors (no board for the conv net).
+SELF_PLAY, SELF_PLAY_VECTORS = "self_play", "self_play_vectors"
 MULTIAGENT = "pettingzoo"
 #: Settings of a decoupled algorithm's learner (--algo ppo), which the others have not.
 DECOUPLED_ONLY = tuple(
@@ -101,7 +103,8 @@ def preset_names(cfg: A3CConfig) -> str:
     """The tables ``cfg``'s run was given, lowest first (``pettingzoo + self_play``): a
     game's table over its family's, and for a zero-sum turn-based PettingZoo game (one
     policy in every seat; ``env_kwargs`` can make one, as go's ``board_size``)
-    ``self_play`` between them; ``none`` for none."""
+    ``self_play`` between them, with ``self_play_vectors`` after it where the game's rows
+    are vectors (the MLP's, no board); ``none`` for none."""
     if cfg.preset in (None, "none"):
         return "none"
     try:
@@ -121,10 +124,13 @@ def _chain(
         raise UsageError(f"unknown preset {name!r}; known: {known}, or none")
     if "env" in presets[name]:
         raise UsageError(f"preset {name!r} may not set env")
-    family = MULTIAGENT if name == SELF_PLAY else _family(name)
+    family = MULTIAGENT if name in (SELF_PLAY, SELF_PLAY_VECTORS) else _family(name)
     tables = [family, name] if family not in (name, FALLBACK) else [name]
-    if tables[0] == MULTIAGENT and SELF_PLAY not in tables and _plays_itself(env, env_kwargs):
-        tables.insert(1, SELF_PLAY)
+    if tables[0] == MULTIAGENT and _plays_itself(env, env_kwargs):
+        if SELF_PLAY not in tables:
+            tables.insert(1, SELF_PLAY)
+        if SELF_PLAY_VECTORS not in tables and _vectors(env, env_kwargs):
+            tables.insert(tables.index(SELF_PLAY) + 1, SELF_PLAY_VECTORS)
     return name, tables
 
 
@@ -133,6 +139,19 @@ def _plays_itself(env: str, env_kwargs: dict[str, Any] | None) -> bool:
         return self_play(env, env_kwargs)
     except UsageError:  # an env these options cannot make: making it for the run says why
         return False
+
+
+def _vectors(env: str, env_kwargs: dict[str, Any] | None) -> bool:
+    """Whether a game's rows are vectors, not a board or an image: once per env and
+    options, as :func:`a3c.scoring.zero_sum` is."""
+    key = f"{env} {sorted((env_kwargs or {}).items())!r}"
+    if key not in _VECTORS:
+        spaces = env_spaces(env, **(env_kwargs or {}))
+        _VECTORS[key] = len(spaces.obs_shape) == 1 and not spaces.grid
+    return _VECTORS[key]
+
+
+_VECTORS: dict[str, bool] = {}
 
 
 def measured_workers(cfg: A3CConfig) -> int | None:
@@ -221,9 +240,7 @@ def refuse_unused(cfg: A3CConfig, asked: dict[str, Any]) -> None:
                 )
     if not (asked.get("center_frames") or asked.get("separate_networks")):
         return
-    from a3c.envs.make import env_spaces  # makes the env: only when asked
-
-    spaces = env_spaces(cfg.env, **cfg.env_options())
+    spaces = env_spaces(cfg.env, **cfg.env_options())  # makes the env: only when asked
     kind = "images" if len(spaces.obs_shape) == 3 else "a board" if spaces.grid else "vectors"
     if asked.get("center_frames") and kind != "images":
         raise UsageError(f"--center-frames is for image observations; {cfg.env}'s are {kind}")

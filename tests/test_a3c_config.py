@@ -114,11 +114,8 @@ def test_a_game_one_policy_plays_against_itself_gets_the_self_play_table():
     assert preset_names(config_for(ttt, preset="none")) == "none"
     # A game read as vectors runs twice the steps in the same time: a budget of its own.
     vectors = presets["self_play_vectors"]
-    for env, kwargs in [
-        ("pettingzoo.classic.rps_v2:env", {}),
-        ("agent_envs:Doors", {}),
-    ]:
-        cfg = config_for(env, **kwargs)
+    for env in ("pettingzoo.classic.rps_v2:env", "agent_envs:Doors"):
+        cfg = config_for(env)
         names = "pettingzoo + self_play + self_play_vectors"
         assert (preset_names(cfg), cfg.total_steps) == (names, vectors["total_steps"]), env
         assert cfg.entropy_coef == own["entropy_coef"]

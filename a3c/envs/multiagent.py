@@ -197,7 +197,6 @@ class AgentViews:
         self.groups, self.views, self.turns = groups, views, turns
         self.info_masks = info_masks  # the masks come in infos (see the module docstring)
         self.agents = agents  # possible_agents, in the order of a game's rows
-        self._seat = {agent: i for i, agent in enumerate(agents)}
         self._view = {agent: views[name] for name, agents in groups.items() for agent in agents}
         self._index = {agent: i for i, agents in enumerate(groups.values()) for agent in agents}
         first = next(iter(views.values()))
@@ -209,6 +208,7 @@ class AgentViews:
             shape = self.observation_space.shape or ()
             if turns and len(agents) > 1 and len(shape) == 1 and not first.grid:
                 self.seats = len(agents)  # see the module docstring
+                self._seat = dict(zip(agents, np.eye(self.seats, dtype=np.float32), strict=True))
                 mask = int(getattr(first.action_space, "n", 0)) if first.masked else 0
                 self._seat_at = shape[0] - mask
                 seated = (shape[0] + self.seats,)
@@ -240,10 +240,8 @@ class AgentViews:
         view = self._view[agent]
         obs = view.observation(raw)
         if self.seats:
-            seat = np.zeros(self.seats, dtype=np.float32)
-            seat[self._seat[agent]] = 1.0
             at = self._seat_at
-            return np.concatenate((obs[:at], seat, obs[at:]), dtype=np.float32)
+            return np.concatenate((obs[:at], self._seat[agent], obs[at:]), dtype=np.float32)
         if not self.blocks:
             return obs
         g = self._index[agent]

@@ -194,6 +194,12 @@ class EnvSpaces(NamedTuple):
     groups: tuple[tuple[int, int], ...] = ()
     grid: tuple[int, ...] = ()
 
+    @property
+    def kind(self) -> str:
+        """What the observations are, as a one-line error names them: ``images``, ``a
+        board`` (a game's, in front of its mask) or ``vectors``."""
+        return "images" if len(self.obs_shape) == 3 else "a board" if self.grid else "vectors"
+
 
 def describe_spaces(env: gym.Env) -> EnvSpaces:
     """The :class:`EnvSpaces` of an env that went through :func:`adapt_spaces`."""

@@ -146,8 +146,7 @@ def _vectors(env: str, env_kwargs: dict[str, Any] | None) -> bool:
     options, as :func:`a3c.scoring.zero_sum` is."""
     key = f"{env} {sorted((env_kwargs or {}).items())!r}"
     if key not in _VECTORS:
-        spaces = env_spaces(env, **(env_kwargs or {}))
-        _VECTORS[key] = len(spaces.obs_shape) == 1 and not spaces.grid
+        _VECTORS[key] = env_spaces(env, **(env_kwargs or {})).kind == "vectors"
     return _VECTORS[key]
 
 
@@ -241,9 +240,10 @@ def refuse_unused(cfg: A3CConfig, asked: dict[str, Any]) -> None:
     if not (asked.get("center_frames") or asked.get("separate_networks")):
         return
     spaces = env_spaces(cfg.env, **cfg.env_options())  # makes the env: only when asked
-    kind = "images" if len(spaces.obs_shape) == 3 else "a board" if spaces.grid else "vectors"
-    if asked.get("center_frames") and kind != "images":
-        raise UsageError(f"--center-frames is for image observations; {cfg.env}'s are {kind}")
+    if asked.get("center_frames") and spaces.kind != "images":
+        raise UsageError(
+            f"--center-frames is for image observations; {cfg.env}'s are {spaces.kind}"
+        )
     if asked.get("separate_networks") and reads_with_conv(cfg, spaces):
         hint = " (--policy mlp reads its board as a vector)" if spaces.grid else ""
         raise UsageError(

@@ -29,11 +29,9 @@ def make_optimizer(cfg: A3CConfig, flat: torch.Tensor, workers: int = 1) -> Shar
 def reads_with_conv(cfg: A3CConfig, spaces: EnvSpaces) -> bool:
     """Whether the policy ``cfg`` asks for reads the env's observations with a conv net:
     images, or a game's board (in front of its action mask) unless ``--policy mlp``."""
-    image = len(spaces.obs_shape) == 3
-    board = bool(spaces.grid)
-    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, image or board)
-    if wanted != image and not board:
-        kind = "images" if image else "vectors"
+    kind = spaces.kind
+    wanted = {"mlp": False, "cnn": True}.get(cfg.policy, kind != "vectors")
+    if kind != "a board" and wanted != (kind == "images"):
         raise UsageError(f"--policy {cfg.policy} does not fit {cfg.env}'s observations ({kind})")
     return wanted
 
@@ -42,7 +40,6 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
     """The policy the config asks for, on the env's (adapted) spaces. A conv net is one
     shared net read raw: a preset's separate nets and normalisation give way to it."""
     conv = reads_with_conv(cfg, spaces)
-    image = len(spaces.obs_shape) == 3
     grid = spaces.grid if conv else ()
     spec = ModelSpec(
         spaces.obs_shape,
@@ -56,7 +53,7 @@ def model_spec(cfg: A3CConfig, spaces: EnvSpaces) -> ModelSpec:
         cfg.squash_actions,
         cfg.lstm_size if cfg.policy == "lstm" else 0,
         cfg.conv,
-        "background" if cfg.center_frames and image else "none",
+        "background" if cfg.center_frames and spaces.kind == "images" else "none",
         spaces.action_mask,
         spaces.groups,
         grid,

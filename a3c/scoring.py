@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from a3c.envs import make_env, make_vector_env
-from a3c.envs.make import is_multiagent_id
+from a3c.envs.make import is_multiagent_id, once_per_env
 from a3c.envs.multiagent import AgentRows
 from a3c.envs.random_player import RANDOM_PLAYER, RandomPlayer
 from a3c.policy import ActorCritic, ModelSpec
@@ -238,22 +238,16 @@ def _restart(state: State | None, done: torch.Tensor) -> State | None:
 
 #: Random games :func:`zero_sum` plays, and the steps it gives them at most.
 PROBE_GAMES, PROBE_STEPS = 8, 2_000
-_ZERO_SUM: dict[str, bool] = {}
 
 
+@once_per_env
 def zero_sum(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> bool:
     """Whether ``env_id`` is a turn-based PettingZoo game in which one seat wins what the
     others lose, so that one policy in every seat scores 0 and only seats can be scored:
     in :data:`PROBE_GAMES` games of random play, each game's rewards sum to 0, and some
     reward came (or the game masks its moves: a board game whose random games all drew).
-    A cooperative or general-sum game (``simple_spread``'s turn-based ``env``) is a team's."""
-    key = f"{env_id} {sorted((env_kwargs or {}).items())!r}"
-    if key not in _ZERO_SUM:
-        _ZERO_SUM[key] = _probe(env_id, env_kwargs)
-    return _ZERO_SUM[key]
-
-
-def _probe(env_id: str, env_kwargs: Mapping[str, Any] | None) -> bool:
+    A cooperative or general-sum game (``simple_spread``'s turn-based ``env``) is a team's;
+    once per env and options."""
     envs = make_vector_env(env_id, 1, 0, **(env_kwargs or {}))
     assert isinstance(envs, AgentRows)
     try:

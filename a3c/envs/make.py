@@ -24,9 +24,9 @@ from __future__ import annotations
 import difflib
 import importlib
 import sys
-from collections.abc import Callable, Sequence
-from functools import partial
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial, wraps
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -202,6 +202,26 @@ def make_vector_env(
     )
     envs.action_space.seed(seed)
     return envs
+
+
+Found = TypeVar("Found")
+
+
+def once_per_env(
+    probe: Callable[[str, Mapping[str, Any] | None], Found],
+) -> Callable[[str, Mapping[str, Any] | None], Found]:
+    """``probe(env_id, env_kwargs)`` run once per env and options: it makes the env (a
+    PettingZoo game's probe plays it), and what it finds does not change within a process."""
+    found: dict[str, Found] = {}
+
+    @wraps(probe)
+    def once(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> Found:
+        key = f"{env_id} {sorted((env_kwargs or {}).items())!r}"
+        if key not in found:
+            found[key] = probe(env_id, env_kwargs)
+        return found[key]
+
+    return once
 
 
 def env_spaces(env_id: str, **kwargs: Any) -> EnvSpaces:

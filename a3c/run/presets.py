@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import tomllib
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from a3c.envs import env_spaces
 from a3c.envs.families import family_of
+from a3c.envs.make import once_per_env
 from a3c.envs.refs import reference_to
 from a3c.learning.algorithms import ALGORITHMS
 from a3c.run.config import DECOUPLED, A3CConfig
@@ -141,16 +143,10 @@ def _plays_itself(env: str, env_kwargs: dict[str, Any] | None) -> bool:
         return False
 
 
-def _vectors(env: str, env_kwargs: dict[str, Any] | None) -> bool:
-    """Whether a game's rows are vectors, not a board or an image: once per env and
-    options, as :func:`a3c.scoring.zero_sum` is."""
-    key = f"{env} {sorted((env_kwargs or {}).items())!r}"
-    if key not in _VECTORS:
-        _VECTORS[key] = env_spaces(env, **(env_kwargs or {})).kind == "vectors"
-    return _VECTORS[key]
-
-
-_VECTORS: dict[str, bool] = {}
+@once_per_env
+def _vectors(env: str, env_kwargs: Mapping[str, Any] | None) -> bool:
+    """Whether a game's rows are vectors, not a board or an image."""
+    return env_spaces(env, **(env_kwargs or {})).kind == "vectors"
 
 
 def measured_workers(cfg: A3CConfig) -> int | None:
